@@ -1,0 +1,196 @@
+"""Tidepool settings. Every knob comes from the environment; defaults give the embedded setup.
+
+| variable | default | meaning |
+|---|---|---|
+| DEBUG | 1 | Django debug mode. Set 0 in production. |
+| SECRET_KEY | a development key | Required (and must not be the development key) when DEBUG=0. |
+| ALLOWED_HOSTS | 127.0.0.1,localhost,[::1] | Comma-separated host names the console answers. |
+| CSRF_TRUSTED_ORIGINS | (empty) | Comma-separated origins, e.g. https://tidepool.example.com |
+| DATABASE_URL | sqlite:///<project>/db.sqlite3 | e.g. postgres://postgres@127.0.0.1:5432/tidepool |
+| REDIS_URL | (unset) | Unset: in-process channel layer, no Celery broker. Set: channel layer + Celery broker. |
+| TIDEPOOL_EXECUTOR | local | `local` runs pods as processes here; `celery` sends them to node workers. |
+| TIDEPOOL_EMBEDDED_SCHEDULER | 1 with local executor | Run the scheduler loop inside the console process (`manage.py serve`). |
+| TIDEPOOL_SCHEDULER_INTERVAL | 3 | Seconds between scheduling cycles (a submission or pod exit triggers one at once). |
+| TIDEPOOL_GRACE_SECONDS | 30 | Default preemption grace period between SIGTERM and SIGKILL. |
+| TIDEPOOL_NODE_TIMEOUT | 60 | Seconds without heartbeat before a node is marked lost. |
+| TIDEPOOL_HEARTBEAT_SECONDS | 10 | How often node workers heartbeat. |
+| TIDEPOOL_RESTART_BACKOFF_BASE | 5 | Seconds before the first automatic restart; doubles per restart. |
+| TIDEPOOL_RESTART_BACKOFF_CAP | 300 | Upper bound of the restart backoff. |
+| TIDEPOOL_HANG_TIMEOUT | 0 | Seconds without progress report before a running job restarts (0: off). |
+| TIDEPOOL_DATA_DIR | <project>/var | Pod logs, progress files, default checkpoint directories. |
+| TIDEPOOL_HTTPS | 1 when DEBUG=0 | Secure cookies, HSTS and HTTPS redirect. |
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+DEVELOPMENT_SECRET_KEY = "django-insecure-tidepool-development-key-change-me"
+
+DEBUG = env_bool("DEBUG", True)
+SECRET_KEY = os.environ.get("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
+if not DEBUG and SECRET_KEY == DEVELOPMENT_SECRET_KEY:
+    raise ImproperlyConfigured(
+        "SECRET_KEY is the development default but DEBUG is off: set SECRET_KEY to a long random "
+        "value (python -c 'import secrets; print(secrets.token_urlsafe(50))')."
+    )
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "channels",
+    "scheduler",
+    "console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=0
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL + immediate transactions: the scheduler thread and web requests write concurrently.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    DATABASES["default"]["TEST"] = {"NAME": os.environ.get("TIDEPOOL_TEST_SQLITE") or None}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "console:jobs"
+LOGOUT_REDIRECT_URL = "login"
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ACKS_LATE = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.BasicAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+}
+
+TIDEPOOL_EXECUTOR = os.environ.get("TIDEPOOL_EXECUTOR", "local")
+if TIDEPOOL_EXECUTOR not in {"local", "celery"}:
+    raise ImproperlyConfigured(f"TIDEPOOL_EXECUTOR={TIDEPOOL_EXECUTOR!r}: use 'local' or 'celery'.")
+TIDEPOOL_EMBEDDED_SCHEDULER = env_bool("TIDEPOOL_EMBEDDED_SCHEDULER", TIDEPOOL_EXECUTOR == "local")
+TIDEPOOL_SCHEDULER_INTERVAL = float(os.environ.get("TIDEPOOL_SCHEDULER_INTERVAL", "3"))
+TIDEPOOL_GRACE_SECONDS = float(os.environ.get("TIDEPOOL_GRACE_SECONDS", "30"))
+TIDEPOOL_NODE_TIMEOUT = float(os.environ.get("TIDEPOOL_NODE_TIMEOUT", "60"))
+TIDEPOOL_HEARTBEAT_SECONDS = float(os.environ.get("TIDEPOOL_HEARTBEAT_SECONDS", "10"))
+TIDEPOOL_RESTART_BACKOFF_BASE = float(os.environ.get("TIDEPOOL_RESTART_BACKOFF_BASE", "5"))
+TIDEPOOL_RESTART_BACKOFF_CAP = float(os.environ.get("TIDEPOOL_RESTART_BACKOFF_CAP", "300"))
+TIDEPOOL_HANG_TIMEOUT = float(os.environ.get("TIDEPOOL_HANG_TIMEOUT", "0"))
+TIDEPOOL_DATA_DIR = Path(os.environ.get("TIDEPOOL_DATA_DIR", str(BASE_DIR / "var")))
+
+TIDEPOOL_HTTPS = env_bool("TIDEPOOL_HTTPS", not DEBUG)
+if TIDEPOOL_HTTPS:
+    SECURE_SSL_REDIRECT = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "31536000"))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "tidepool": {"handlers": ["console"], "level": os.environ.get("TIDEPOOL_LOG_LEVEL", "INFO")},
+    },
+}

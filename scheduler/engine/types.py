@@ -1,0 +1,128 @@
+"""Plain data the engine takes in and gives back (DESIGN §2, §4).
+
+No Django here: the scenario command, the simulator and the live loop all build a
+`Snapshot`, call `scheduler.engine.cycle.run_cycle`, and read the `Decisions`.
+
+Units are integers so that sums never drift: CPU in millicores, memory in MiB, GPUs
+per model. A resource vector is a plain mapping from a resource key to an amount:
+`gpu_key("A100")` ("gpu:A100"), `CPU` ("cpu") and `MEMORY` ("memory").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+CPU = "cpu"  # millicores
+MEMORY = "memory"  # MiB
+GPU_PREFIX = "gpu:"
+
+IDLE_OFF = "off"
+IDLE_ACCEPTABLE = "acceptable"
+IDLE_ONLY = "only"
+IDLE_MODES = (IDLE_OFF, IDLE_ACCEPTABLE, IDLE_ONLY)
+
+PENDING = "pending"
+RUNNING = "running"
+TERMINATING = "terminating"  # pods still exiting: capacity being released, counts against no quota
+NOMINATED = "nominated"  # waiting for victims to exit, holding a reservation on `nodes`
+PHASES = (PENDING, RUNNING, TERMINATING, NOMINATED)
+
+DEFAULT_POOL = "general"
+
+
+def gpu_key(model: str) -> str:
+    return f"{GPU_PREFIX}{model}"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    gpu_type: str
+    gpus: int
+    cpu_m: int
+    memory_mib: int
+    pool: str = DEFAULT_POOL
+    schedulable: bool = True  # cordoned or lost nodes: False (nothing new is placed there)
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    name: str
+    parent: str | None
+    # Guaranteed resources; a key left out counts as 0.
+    min: Mapping[str, int] = field(default_factory=dict)
+    # Ceiling on everything the subtree's jobs use; None = no max, a key left out = not capped.
+    max: Mapping[str, int] | None = None
+    pool: str = DEFAULT_POOL
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """One pod instance (a role with count 3 gives three entries)."""
+
+    role: str
+    gpus: int = 0
+    gpu_type: str | None = None  # None: any model, but one model for the whole job
+    cpu_m: int = 0
+    memory_mib: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    name: str
+    quota: str
+    pods: tuple[Pod, ...]
+    priority: int = 1  # 1..9, higher first
+    idle: str = IDLE_OFF
+    submitted_at: float = 0.0  # queue time, kept across automatic restarts
+    phase: str = PENDING
+    in_quota: bool = False  # running / terminating jobs: admitted against the guarantee
+    started_at: float | None = None
+    nodes: tuple[str, ...] = ()  # node of each pod, in pod order (all phases but pending)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    nodes: tuple[Node, ...]
+    quotas: tuple[Quota, ...]
+    jobs: tuple[Job, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    in_quota: bool
+    nodes: tuple[str, ...]  # node of each pod, in the job's pod order
+    gpu_type: str | None = None  # the model the job landed on (None for GPU-less jobs)
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    victim: str
+    for_job: str
+    by_quota: str
+    reason: str  # "reclaimed by quota team-a for job bert-large"
+
+
+@dataclass(slots=True)
+class Decisions:
+    admitted: dict[str, Admission] = field(default_factory=dict)
+    preempted: dict[str, Preemption] = field(default_factory=dict)
+    nominated: dict[str, tuple[str, ...]] = field(default_factory=dict)  # job -> reserved node per pod
+    promoted: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)  # queue order: index = queue position
+    reasons: dict[str, str] = field(default_factory=dict)  # pending and nominated jobs -> why
+
+    def as_contract(self) -> dict:
+        """The printed form of DESIGN §4: five keys plus `reasons`, lists sorted."""
+        return {
+            "admitted": {
+                name: {"in_quota": a.in_quota, "nodes": list(a.nodes)}
+                for name, a in sorted(self.admitted.items())
+            },
+            "preempted": sorted(self.preempted),
+            "nominated": sorted(self.nominated),
+            "promoted": sorted(self.promoted),
+            "pending": sorted(self.pending),
+            "reasons": dict(sorted(self.reasons.items())),
+        }

@@ -1,0 +1,327 @@
+"""Tidepool's domain model: workspaces, quotas, nodes, jobs, pods, events.
+
+Models hold data and the invariants that need no other row; rules that span rows
+(children's min within the parent's, a pod that must fit some node) live in the
+services, which validate before they write.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from scheduler.engine.types import CPU, MEMORY, gpu_key
+
+
+class ResourceType(models.TextChoices):
+    GENERAL = "general", "General"
+    LINGJUN = "lingjun", "Lingjun"
+
+
+class IdleMode(models.TextChoices):
+    OFF = "off", "Off"
+    ACCEPTABLE = "acceptable", "Acceptable"
+    ONLY = "only", "Idle Resources Only"
+
+
+class JobType(models.TextChoices):
+    PYTORCH = "pytorch", "PyTorch"
+    TENSORFLOW = "tensorflow", "TensorFlow"
+    MPI = "mpi", "MPI"
+    XGBOOST = "xgboost", "XGBoost"
+    RAY = "ray", "Ray"
+    CUSTOM = "custom", "Custom"
+
+
+class JobStatus(models.TextChoices):
+    CREATING = "Creating"
+    QUEUING = "Queuing"
+    ENV_PREPARING = "EnvPreparing"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    STOPPING = "Stopping"
+    STOPPED = "Stopped"
+    PREEMPTED = "Preempted"
+    RESTARTING = "Restarting"
+
+
+ACTIVE_JOB_STATUSES = (
+    JobStatus.CREATING,
+    JobStatus.QUEUING,
+    JobStatus.ENV_PREPARING,
+    JobStatus.RUNNING,
+    JobStatus.STOPPING,
+    JobStatus.PREEMPTED,
+    JobStatus.RESTARTING,
+)
+FINAL_JOB_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
+
+
+class PodStatus(models.TextChoices):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    PREEMPTED = "Preempted"
+    STOPPED = "Stopped"
+
+
+LIVE_POD_STATUSES = (PodStatus.PENDING, PodStatus.RUNNING)
+
+
+def cpu_to_milli(cores: Decimal | float | int) -> int:
+    return int(Decimal(str(cores)) * 1000)
+
+
+def gib_to_mib(gib: Decimal | float | int) -> int:
+    return int(Decimal(str(gib)) * 1024)
+
+
+class Workspace(models.Model):
+    name = models.SlugField(max_length=64, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="workspaces", blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ResourceQuota(models.Model):
+    """A node of one pool's quota tree. `min` is guaranteed; `max` (optional) caps everything used.
+
+    GPUs are kept per model as {"A100": 8}. In `min` a model left out counts as 0; in `max`
+    a resource left out (None / model absent) is not capped.
+    """
+
+    name = models.SlugField(max_length=64, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="children")
+    resource_type = models.CharField(max_length=16, choices=ResourceType.choices, default=ResourceType.GENERAL)
+    min_gpus = models.JSONField(default=dict, blank=True)
+    min_cpu = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal(0))
+    min_memory_gib = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal(0))
+    max_gpus = models.JSONField(null=True, blank=True)
+    max_cpu = models.DecimalField(max_digits=10, decimal_places=3, null=True, blank=True)
+    max_memory_gib = models.DecimalField(max_digits=12, decimal_places=3, null=True, blank=True)
+    workspaces = models.ManyToManyField(Workspace, related_name="quotas", blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["resource_type", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def has_max(self) -> bool:
+        return self.max_gpus is not None or self.max_cpu is not None or self.max_memory_gib is not None
+
+    def min_vector(self) -> dict[str, int]:
+        vector = {gpu_key(model): int(count) for model, count in (self.min_gpus or {}).items()}
+        vector[CPU] = cpu_to_milli(self.min_cpu)
+        vector[MEMORY] = gib_to_mib(self.min_memory_gib)
+        return vector
+
+    def max_vector(self) -> dict[str, int] | None:
+        if not self.has_max:
+            return None
+        vector = {gpu_key(model): int(count) for model, count in (self.max_gpus or {}).items()}
+        if self.max_cpu is not None:
+            vector[CPU] = cpu_to_milli(self.max_cpu)
+        if self.max_memory_gib is not None:
+            vector[MEMORY] = gib_to_mib(self.max_memory_gib)
+        return vector
+
+    @property
+    def min_gpu_total(self) -> int:
+        return sum(int(v) for v in (self.min_gpus or {}).values())
+
+
+class Node(models.Model):
+    class InventorySource(models.TextChoices):
+        DECLARED = "declared"
+        NVML = "nvml"
+        DEMO = "demo"
+
+    name = models.SlugField(max_length=64, unique=True)
+    resource_type = models.CharField(max_length=16, choices=ResourceType.choices, default=ResourceType.GENERAL)
+    gpu_type = models.CharField(max_length=32)
+    gpu_count = models.PositiveIntegerField()
+    cpu = models.DecimalField(max_digits=10, decimal_places=3)
+    memory_gib = models.DecimalField(max_digits=12, decimal_places=3)
+    address = models.CharField(max_length=128, blank=True)
+    schedulable = models.BooleanField(default=True, help_text="Off: cordoned, nothing new is placed here.")
+    draining = models.BooleanField(default=False)
+    lost = models.BooleanField(default=False)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+    inventory_source = models.CharField(
+        max_length=16, choices=InventorySource.choices, default=InventorySource.DECLARED
+    )
+    gpu_memory_mib = models.PositiveIntegerField(null=True, blank=True)
+    driver_version = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["resource_type", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if self.resource_type == ResourceType.LINGJUN and not self.gpu_type:
+            raise ValidationError({"gpu_type": "A Lingjun node needs a GPU model."})
+
+    @property
+    def accepts_pods(self) -> bool:
+        return self.schedulable and not self.draining and not self.lost
+
+
+class Job(models.Model):
+    name = models.SlugField(max_length=100)
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="jobs")
+    quota = models.ForeignKey(ResourceQuota, on_delete=models.PROTECT, related_name="jobs")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
+    )
+    job_type = models.CharField(max_length=16, choices=JobType.choices, default=JobType.PYTORCH)
+    image = models.CharField(max_length=255, blank=True)
+    command = models.TextField()
+    environment = models.JSONField(default=dict, blank=True)
+    data_mount = models.CharField(max_length=255, blank=True)
+    code_mount = models.CharField(max_length=255, blank=True)
+    priority = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(9)]
+    )
+    idle_mode = models.CharField(max_length=16, choices=IdleMode.choices, default=IdleMode.OFF)
+    max_running_minutes = models.PositiveIntegerField(null=True, blank=True)
+    fault_tolerance = models.BooleanField(default=False)
+    max_restarts = models.PositiveIntegerField(default=3)
+    checkpoint_dir = models.CharField(max_length=255, blank=True)
+    grace_seconds = models.FloatField(null=True, blank=True, help_text="Empty: the cluster default.")
+
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.CREATING)
+    in_quota = models.BooleanField(null=True, blank=True)
+    gpu_type = models.CharField(max_length=32, blank=True, help_text="The GPU model the job runs on.")
+    restart_count = models.PositiveIntegerField(default=0)
+    attempt = models.PositiveIntegerField(default=0, help_text="Increments at each admission; fences pods.")
+    queue_time = models.DateTimeField(null=True, blank=True, help_text="First submission; kept on restarts.")
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
+    waiting_reason = models.CharField(max_length=500, blank=True)
+    nominated_nodes = models.JSONField(null=True, blank=True, help_text="Reservation while victims exit.")
+    restart_after = models.DateTimeField(null=True, blank=True)
+    stop_outcome = models.CharField(max_length=16, blank=True)
+    progress = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["status"]),
+            models.Index(fields=["workspace", "status"]),
+            models.Index(fields=["quota", "status"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+    @property
+    def engine_key(self) -> str:
+        """The job's unique name inside a scheduling snapshot."""
+        return f"{self.name}#{self.pk}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_JOB_STATUSES
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(role.pod_count * role.gpus for role in self.roles.all())
+
+
+class JobRole(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="roles")
+    order = models.PositiveSmallIntegerField(default=0)
+    name = models.SlugField(max_length=32)
+    pod_count = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    gpu_type = models.CharField(max_length=32, blank=True, help_text="Empty: any model.")
+    gpus = models.PositiveIntegerField(default=0)
+    cpu = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal(0))
+    memory_gib = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal(0))
+    shared_memory_gib = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal(0))
+
+    class Meta:
+        ordering = ["job", "order", "id"]
+        constraints = [models.UniqueConstraint(fields=["job", "name"], name="unique_role_per_job")]
+
+    def __str__(self) -> str:
+        return f"{self.name}×{self.pod_count}"
+
+
+class Pod(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="pods")
+    role = models.CharField(max_length=32)
+    index = models.PositiveIntegerField()
+    rank = models.PositiveIntegerField(default=0)
+    attempt = models.PositiveIntegerField()
+    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="pods")
+    gpu_indices = models.JSONField(default=list, blank=True)
+    status = models.CharField(max_length=16, choices=PodStatus.choices, default=PodStatus.PENDING)
+    exit_code = models.IntegerField(null=True, blank=True)
+    reason = models.CharField(max_length=300, blank=True)
+    terminate_requested = models.CharField(max_length=16, blank=True, help_text="preempted / stopped")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job", "-attempt", "rank"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "role", "index", "attempt"], name="unique_pod_attempt")
+        ]
+        indexes = [models.Index(fields=["node", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.job.name}-{self.role}-{self.index} (attempt {self.attempt})"
+
+    @property
+    def is_live(self) -> bool:
+        return self.status in LIVE_POD_STATUSES
+
+
+class JobEvent(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    time = models.DateTimeField(auto_now_add=True, db_index=True)
+    kind = models.CharField(max_length=32)
+    reason = models.CharField(max_length=500)
+
+    class Meta:
+        ordering = ["time", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.reason}"
+
+
+class AllocationSample(models.Model):
+    """GPU allocation at one moment, per quota (quota=None: the whole pool), for charts."""
+
+    time = models.DateTimeField(db_index=True)
+    resource_type = models.CharField(max_length=16, choices=ResourceType.choices, default=ResourceType.GENERAL)
+    quota = models.ForeignKey(ResourceQuota, null=True, blank=True, on_delete=models.CASCADE)
+    in_quota_gpus = models.PositiveIntegerField(default=0)
+    not_in_quota_gpus = models.PositiveIntegerField(default=0)
+    total_gpus = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["time"]

@@ -1,0 +1,91 @@
+"""Live-update broadcasts, sent after commit (never from signals: a rolled-back write is never announced).
+
+Groups:
+- `jobs.ws.<workspace id>`: a job of that workspace changed ({"type": "jobs.changed", "job_ids": [...]})
+- `job.<id>`: one job's detail changed (pods, events, progress)
+- `cluster`: quotas / nodes / allocation changed
+
+Consumers re-read through the selectors (which apply permissions) instead of trusting the payload.
+
+In the embedded setup the channel layer lives in memory inside the console's event loop, so a
+publish from another thread (the scheduler loop, the local executor) is handed to that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterable
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+log = logging.getLogger("tidepool.publish")
+
+_server_loop: asyncio.AbstractEventLoop | None = None
+_lock = threading.Lock()
+
+
+def register_server_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Called once by the ASGI app: the loop where the in-memory channel layer's consumers live."""
+    global _server_loop
+    with _lock:
+        _server_loop = loop
+
+
+def _send(group: str, message: dict) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    loop = _server_loop
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    try:
+        if loop is not None and loop.is_running():
+            if running is loop:
+                loop.create_task(layer.group_send(group, message))
+            else:
+                asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
+        elif running is None:
+            async_to_sync(layer.group_send)(group, message)
+        else:
+            running.create_task(layer.group_send(group, message))
+    except Exception:  # a broadcast is best effort: clients re-fetch on reconnect
+        log.exception("publish to %s failed", group)
+
+
+def jobs_group(workspace_id: int) -> str:
+    return f"jobs.ws.{workspace_id}"
+
+
+def job_group(job_id: int) -> str:
+    return f"job.{job_id}"
+
+
+CLUSTER_GROUP = "cluster"
+
+
+def publish_jobs_changed(changes: Iterable[tuple[int, int]]) -> None:
+    """changes: (job id, workspace id) pairs."""
+    by_workspace: dict[int, list[int]] = {}
+    for job_id, workspace_id in changes:
+        by_workspace.setdefault(workspace_id, []).append(job_id)
+    for workspace_id, job_ids in by_workspace.items():
+        ids = sorted(set(job_ids))
+        _send(jobs_group(workspace_id), {"type": "jobs.changed", "job_ids": ids})
+        for job_id in ids:
+            _send(job_group(job_id), {"type": "job.changed", "job_id": job_id})
+
+
+def publish_jobs_changed_on_commit(changes: Iterable[tuple[int, int]]) -> None:
+    pairs = list(changes)
+    if pairs:
+        transaction.on_commit(lambda: publish_jobs_changed(pairs))
+
+
+def publish_cluster_change_on_commit() -> None:
+    transaction.on_commit(lambda: _send(CLUSTER_GROUP, {"type": "cluster.changed"}))

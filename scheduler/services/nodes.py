@@ -1,0 +1,112 @@
+"""Node inventory writes: registration (by node workers or the admin), heartbeats, cordon, drain."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler.models import Node, ResourceType
+from scheduler.publish import publish_cluster_change_on_commit
+from scheduler.services.quotas import gpu_model_pools
+
+
+def _check_node(node: Node) -> None:
+    if node.resource_type not in ResourceType.values:
+        raise ValidationError({"resource_type": f"Resource type {node.resource_type!r} is unknown: use general or lingjun."})
+    if not node.gpu_type and node.gpu_count:
+        raise ValidationError({"gpu_type": f"Node {node.name} has {node.gpu_count} GPUs but no GPU model."})
+    for field, value in (("gpu_count", node.gpu_count), ("cpu", node.cpu), ("memory_gib", node.memory_gib)):
+        if value is None or Decimal(str(value)) < 0:
+            raise ValidationError({field: f"Node {node.name}: {field} cannot be negative (got {value})."})
+    carriers = gpu_model_pools().get(node.gpu_type, set())
+    others = carriers - {node.resource_type}
+    if others and node.gpu_type:
+        other_nodes = Node.objects.filter(gpu_type=node.gpu_type).exclude(pk=node.pk).exclude(
+            resource_type=node.resource_type
+        )
+        if other_nodes.exists():
+            pool = sorted(others)[0]
+            raise ValidationError(
+                {
+                    "gpu_type": f"{node.gpu_type} GPUs are {pool} resources (e.g. node {other_nodes.first().name}); "
+                    f"a {node.resource_type} node cannot carry them."
+                }
+            )
+
+
+@transaction.atomic
+def node_register(
+    *,
+    name: str,
+    gpu_type: str,
+    gpu_count: int,
+    cpu: Any,
+    memory_gib: Any,
+    resource_type: str = ResourceType.GENERAL,
+    address: str = "",
+    inventory_source: str = Node.InventorySource.DECLARED,
+    gpu_memory_mib: int | None = None,
+    driver_version: str = "",
+    heartbeat: bool = False,
+) -> Node:
+    """Create or update a node's inventory. A re-registering lost node comes back (not cordoned)."""
+    node = Node.objects.select_for_update().filter(name=name).first() or Node(name=name)
+    node.gpu_type = gpu_type
+    node.gpu_count = int(gpu_count)
+    node.cpu = Decimal(str(cpu))
+    node.memory_gib = Decimal(str(memory_gib))
+    node.resource_type = resource_type
+    node.address = address
+    node.inventory_source = inventory_source
+    node.gpu_memory_mib = gpu_memory_mib
+    node.driver_version = driver_version
+    _check_node(node)
+    if heartbeat:
+        node.last_heartbeat = timezone.now()
+        node.lost = False
+        node.draining = False
+    node.save()
+    publish_cluster_change_on_commit()
+    return node
+
+
+@transaction.atomic
+def node_heartbeat(*, name: str) -> Node:
+    node = Node.objects.select_for_update().get(name=name)
+    node.last_heartbeat = timezone.now()
+    changed = node.lost
+    node.lost = False
+    node.save(update_fields=["last_heartbeat", "lost"])
+    if changed:
+        publish_cluster_change_on_commit()
+    return node
+
+
+@transaction.atomic
+def node_set_schedulable(*, node: Node, schedulable: bool) -> Node:
+    """Cordon (False) or uncordon (True): running pods stay, nothing new is placed."""
+    node = Node.objects.select_for_update().get(pk=node.pk)
+    node.schedulable = schedulable
+    if schedulable:
+        node.draining = False
+    node.save(update_fields=["schedulable", "draining"])
+    publish_cluster_change_on_commit()
+    return node
+
+
+@transaction.atomic
+def node_drain(*, node: Node) -> Node:
+    """Cordon the node and restart its jobs elsewhere (their pods get SIGTERM and a grace period)."""
+    from scheduler.services.lifecycle import jobs_restart_for_node
+
+    node = Node.objects.select_for_update().get(pk=node.pk)
+    node.schedulable = False
+    node.draining = True
+    node.save(update_fields=["schedulable", "draining"])
+    jobs_restart_for_node(node=node, reason=f"node {node.name} drained")
+    publish_cluster_change_on_commit()
+    return node
