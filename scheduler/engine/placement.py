@@ -1,0 +1,148 @@
+"""Gang placement with best fit (DESIGN §2 "Placement"), and the never-fits check used at submission.
+
+Pods go in `demand.placement_order` (GPUs, CPU, memory, largest first, equal pods in their order);
+each to the feasible node leaving the least free GPUs, then the least free CPU, then by name. All
+pods of a job use one GPU model: the caller passes the model (named by the pods, or the one being
+tried for a job that names none; None only for jobs that need no GPU and name no model). If a pod
+cannot be placed the job is not placed and nothing is held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .capacity import Capacity, NodeState, Take
+from .demand import Demand, PodSize, named_models, placement_order
+from .resources import cores, gib
+from .types import Node, Pod
+
+# One placed pod: (index in the job's pod order, node, part taken from capacity being released).
+Placed = tuple[int, NodeState, Take]
+
+
+def place(capacity: Capacity, demand: Demand, model: str | None, *, releasing: bool) -> list[Placed] | None:
+    """Place the gang and take its capacity; None (and nothing held) when a pod does not fit.
+
+    `releasing=False`: free capacity only (admission). `releasing=True`: free plus unreserved capacity
+    being released, taking the released part first (a reservation for a nominated job).
+    """
+    pool = demand.pool
+    assert pool is not None
+    placed: list[Placed] = []
+    for index, g, c, m in demand.order:
+        node = capacity.best_fit(pool, model, g, c, m, releasing=releasing)
+        if node is None:
+            for (_, done_node, from_rel), (_, dg, dc, dm) in zip(placed, demand.order, strict=False):
+                capacity.untake(done_node, dg, dc, dm, from_rel)  # the first len(placed) pods
+            return None
+        placed.append((index, node, capacity.take(node, g, c, m, releasing_first=releasing)))
+    return placed
+
+
+def node_names_in_pod_order(placed: Sequence[Placed]) -> tuple[str, ...]:
+    """Admission / nomination records name the node of each pod in the job's own pod order."""
+    return tuple(node.name for _, node, _ in sorted(placed, key=lambda p: p[0]))
+
+
+def scan_place(order: Sequence[PodSize], available: Mapping[Any, Sequence[int]]) -> bool:
+    """The same best-fit rule over explicit amounts (GPUs, CPU, memory) per node, changing nothing.
+
+    Used where capacity is hypothetical: victims not yet chosen (reclaim), an empty pool (submission).
+    The keys are nodes (anything with a `name`: a NodeState or a Node).
+    """
+    if len({size[1:] for size in order}) == 1:
+        return _holds_count(order[0][1:], len(order), available.values())
+    left = {node: list(amounts) for node, amounts in available.items()}
+    for _, g, c, m in order:
+        best: Any = None
+        best_key: tuple[int, int, str] | None = None
+        for node, (fg, fc, fm) in left.items():
+            if fg >= g and fc >= c and fm >= m:
+                key = (fg - g, fc - c, node.name)
+                if best_key is None or key < best_key:
+                    best, best_key = node, key
+        if best is None:
+            return False
+        amounts = left[best]
+        amounts[0] -= g
+        amounts[1] -= c
+        amounts[2] -= m
+    return True
+
+
+def _holds_count(size: Sequence[int], count: int, available: Iterable[Sequence[int]]) -> bool:
+    """Equal pods: best fit places exactly as many as the nodes hold in all (each node holds
+    floor(available / size) of them, whatever the order), so count instead of placing."""
+    held = 0
+    for amounts in available:
+        fit = count
+        for need, have in zip(size, amounts, strict=True):
+            if need:
+                fit = min(fit, have // need)
+        held += max(fit, 0)
+        if held >= count:
+            return True
+    return False
+
+
+def unplaceable_reason(pods: Sequence[Pod], nodes: Iterable[Node], pool: str) -> str | None:
+    """Why the job could never run in `pool`, even with every schedulable node empty; None if it could.
+
+    The submission service refuses such a job; the cycle shows it for jobs whose pool shrank later.
+    The message names the resource that fails: "no general node has 16 A100; the largest has 8".
+    """
+    pods = tuple(pods)
+    if not pods:
+        return "the job has no pods"
+    named = named_models(pods)
+    if len(named) > 1:
+        return f"pods ask for different GPU models ({', '.join(named)}); all pods of a job use one model"
+    usable = [n for n in nodes if n.pool == pool and n.schedulable]
+    if not usable:
+        return f"the {pool} pool has no schedulable nodes"
+    needs_gpus = any(p.gpus for p in pods)
+    if named:
+        candidates = [n for n in usable if n.gpu_type == named[0]]
+        if not candidates:
+            return f"no {pool} node has {named[0]} GPUs"
+    elif needs_gpus:
+        candidates = [n for n in usable if n.gpus > 0]
+        if not candidates:
+            return f"no {pool} node has GPUs"
+    else:
+        candidates = usable
+    order = placement_order(pods)
+    models = sorted({n.gpu_type for n in candidates}) if needs_gpus or named else [None]
+    for model in models:
+        empty = {n: (n.gpus, n.cpu_m, n.memory_mib) for n in candidates if model in (None, n.gpu_type)}
+        if scan_place(order, empty):
+            return None
+    label = named[0] if named else "GPUs"
+    for pod in sorted(pods, key=lambda p: (-p.gpus, -p.cpu_m, -p.memory_mib)):
+        why = _pod_never_fits(pod, candidates, pool, label)
+        if why:
+            return why
+    total = max(sum(n.gpus for n in candidates if model in (None, n.gpu_type)) for model in models)
+    asked = sum(p.gpus for p in pods)
+    detail = f" ({asked} {label} asked, {total} in the pool)" if asked > total else ""
+    return f"the {pool} pool cannot hold all {len(pods)} pods at once, even when empty{detail}"
+
+
+def _pod_never_fits(pod: Pod, candidates: list[Node], pool: str, label: str) -> str | None:
+    """Name the first resource (GPUs, then CPU, then memory) no single node has enough of for this pod."""
+    largest = max(n.gpus for n in candidates)
+    if pod.gpus > largest:
+        return f"no {pool} node has {pod.gpus} {label}; the largest has {largest}"
+    with_gpus = [n for n in candidates if n.gpus >= pod.gpus]
+    holding = f" with {pod.gpus} {label}" if pod.gpus else ""
+    largest = max(n.cpu_m for n in with_gpus)
+    if pod.cpu_m > largest:
+        return f"no {pool} node{holding} has {cores(pod.cpu_m)} CPU cores; the largest has {cores(largest)}"
+    with_cpu = [n for n in with_gpus if n.cpu_m >= pod.cpu_m]
+    largest = max(n.memory_mib for n in with_cpu)
+    if pod.memory_mib > largest:
+        return (
+            f"no {pool} node{holding} has {gib(pod.memory_mib)} GiB memory; the largest has {gib(largest)}"
+        )
+    return None

@@ -1,0 +1,191 @@
+"""The quota tree and its arithmetic (DESIGN §2).
+
+Per quota Q, for Q's whole subtree:
+- `inq`: resources of In Quota jobs (running, admitted In Quota this cycle, nominated);
+- `used`: everything the subtree's jobs hold (In Quota or not), the figure `max` caps.
+Terminating jobs and this cycle's victims count in neither: their capacity is on its way back.
+
+A job *fits in quota* when for Q and every ancestor `inq + request <= min` (a key left out of `min`
+counts as 0) and, where Q or an ancestor has a `max`, `used + request <= max` (a key left out of
+`max` is not capped). Every quota keeps its chain (itself, then its ancestors) so a check costs
+O(depth) and never walks the tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .reasons import MaxReached, QuotaFull
+from .resources import Resources, add_into, describe_amount, vector
+from .types import Node, Quota
+
+
+@dataclass(slots=True, eq=False)
+class QuotaNode:
+    name: str
+    parent: str | None
+    pool: str
+    min: dict[str, int]
+    max: dict[str, int] | None
+    chain: tuple[QuotaNode, ...] = ()  # itself first, then each ancestor up to the root
+    inq: dict[str, int] = field(default_factory=dict)
+    used: dict[str, int] = field(default_factory=dict)
+
+
+def pool_capacity(nodes: Iterable[Node], pool: str) -> dict[str, int]:
+    """Installed capacity of a pool (cordoned nodes included: a cordon does not shrink guarantees)."""
+    total: dict[str, int] = {}
+    for node in nodes:
+        if node.pool == pool:
+            add_into(total, vector(node.gpus, node.gpu_type, node.cpu_m, node.memory_mib))
+    return total
+
+
+def effective_min(quota: Quota, nodes: Iterable[Node]) -> dict[str, int]:
+    """A root quota that states no `min` is guaranteed its whole pool ("a root's min is the pool's
+    capacity"); a stated one is taken as written, so a scenario can model a smaller guarantee."""
+    if quota.parent is None and not quota.min:
+        return pool_capacity(nodes, quota.pool)
+    return dict(quota.min)
+
+
+class QuotaTree:
+    def __init__(self, quotas: Iterable[Quota], nodes: Iterable[Node] = ()) -> None:
+        quotas = list(quotas)
+        nodes = list(nodes)
+        self._nodes: dict[str, QuotaNode] = {
+            q.name: QuotaNode(
+                name=q.name,
+                parent=q.parent,
+                pool=q.pool,
+                min=effective_min(q, nodes),
+                max=dict(q.max) if q.max is not None else None,
+            )
+            for q in quotas
+        }
+        for qnode in self._nodes.values():
+            chain = [qnode]
+            while chain[-1].parent is not None and chain[-1].parent in self._nodes:
+                chain.append(self._nodes[chain[-1].parent])
+                if len(chain) > len(self._nodes):
+                    raise ValueError(f"quota {qnode.name}: its parents form a cycle")
+            qnode.chain = tuple(chain)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._nodes
+
+    def get(self, name: str) -> QuotaNode | None:
+        return self._nodes.get(name)
+
+    def pool(self, name: str) -> str | None:
+        qnode = self._nodes.get(name)
+        return qnode.pool if qnode is not None else None
+
+    # --- checks: each returns None when the request fits, else the reason it does not ----------------
+
+    def min_shortfall(self, name: str, request: Resources) -> QuotaFull | None:
+        for qnode in self._nodes[name].chain:
+            for key, need in request.items():
+                used = qnode.inq.get(key, 0)
+                limit = qnode.min.get(key, 0)
+                if used + need > limit:
+                    return QuotaFull(qnode.name, key, need, limit - used, limit)
+        return None
+
+    def max_shortfall(self, name: str, request: Resources) -> MaxReached | None:
+        for qnode in self._nodes[name].chain:
+            if qnode.max is None:
+                continue
+            for key, need in request.items():
+                limit = qnode.max.get(key)
+                if limit is None:
+                    continue
+                used = qnode.used.get(key, 0)
+                if used + need > limit:
+                    return MaxReached(qnode.name, key, need, limit - used, limit)
+        return None
+
+    def shortfall(self, name: str, request: Resources) -> QuotaFull | MaxReached | None:
+        """Fits in quota (DESIGN §2): the guarantee of Q and its ancestors, then any `max` on the way."""
+        return self.min_shortfall(name, request) or self.max_shortfall(name, request)
+
+    # --- accounting ------------------------------------------------------------------------------------
+
+    def charge(self, name: str, request: Resources, *, in_quota: bool) -> None:
+        """A job now holds `request` in this subtree (running, admitted or nominated)."""
+        for qnode in self._nodes[name].chain:
+            add_into(qnode.used, request)
+            if in_quota:
+                add_into(qnode.inq, request)
+
+    def promote(self, name: str, request: Resources) -> None:
+        """A Not in Quota job becomes In Quota: its use is already in `used`."""
+        for qnode in self._nodes[name].chain:
+            add_into(qnode.inq, request)
+
+    def release(self, name: str, request: Resources) -> None:
+        """A Not in Quota victim stops counting: its capacity is being released."""
+        for qnode in self._nodes[name].chain:
+            add_into(qnode.used, request, sign=-1)
+
+
+def tree_problems(quotas: Iterable[Quota], nodes: Iterable[Node]) -> list[tuple[str, str, str]]:
+    """What makes a quota tree invalid, as (quota name, field, message); empty when it is sound.
+
+    Rules: a parent must exist and be in the same pool, parents never form a cycle, `min` never
+    exceeds `max`, and children's `min` add up to no more than their parent's (a root stating no
+    `min` is guaranteed its pool's capacity).
+    """
+    quotas = list(quotas)
+    nodes = list(nodes)
+    by_name = {q.name: q for q in quotas}
+    problems: list[tuple[str, str, str]] = []
+    for q in quotas:
+        if q.parent is None:
+            continue
+        parent = by_name.get(q.parent)
+        if parent is None:
+            problems.append((q.name, "parent", f"unknown quota '{q.parent}'"))
+        elif parent.pool != q.pool:
+            problems.append(
+                (q.name, "resource_type", f"quota is in pool {q.pool} but its parent {parent.name} is in {parent.pool}")
+            )
+    for q in quotas:
+        seen = {q.name}
+        parent = by_name.get(q.parent) if q.parent else None
+        while parent is not None:
+            if parent.name in seen:
+                problems.append((q.name, "parent", "quota parents form a cycle"))
+                break
+            seen.add(parent.name)
+            parent = by_name.get(parent.parent) if parent.parent else None
+    for q in quotas:
+        if q.max is None:
+            continue
+        for key, amount in sorted(q.min.items()):
+            if key in q.max and amount > q.max[key]:
+                problems.append(
+                    (q.name, "min", f"min {describe_amount(key, amount)} is over max {describe_amount(key, q.max[key])}")
+                )
+    children: dict[str, list[Quota]] = {}
+    for q in quotas:
+        if q.parent in by_name:
+            children.setdefault(q.parent, []).append(q)
+    for parent_name, kids in children.items():
+        parent_min = effective_min(by_name[parent_name], nodes)
+        total: dict[str, int] = {}
+        for kid in kids:
+            add_into(total, kid.min)
+        for key, amount in sorted(total.items()):
+            if amount > parent_min.get(key, 0):
+                problems.append(
+                    (
+                        kids[-1].name,
+                        "min",
+                        f"children of {parent_name} have a min of {describe_amount(key, amount)} in all, over "
+                        f"its min of {describe_amount(key, parent_min.get(key, 0))}",
+                    )
+                )
+    return problems
+
