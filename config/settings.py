@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -71,7 +72,6 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -79,6 +79,10 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+if not DEBUG:
+    # Serves collected static files (Plotly's JS included) without a separate web server or CDN.
+    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
@@ -111,7 +115,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
-    DATABASES["default"]["TEST"] = {"NAME": os.environ.get("TIDEPOOL_TEST_SQLITE") or None}
+    # Tests use a file too: an in-memory shared-cache database fails with "table is locked" instead of
+    # waiting when the executor's threads write while a test does.
+    DATABASES["default"]["TEST"] = {
+        # One per test process, so a crashed run's WAL files can never meet a new database.
+        "NAME": os.environ.get("TIDEPOOL_TEST_SQLITE")
+        or os.path.join(tempfile.gettempdir(), f"tidepool-test-{os.getpid()}.sqlite3")
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -152,6 +162,9 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Node workers run pods under one in-process agent: threads, not forked children.
+CELERY_WORKER_POOL = "threads"
+CELERY_WORKER_CONCURRENCY = int(os.environ.get("TIDEPOOL_WORKER_CONCURRENCY", "4"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -189,8 +202,13 @@ if TIDEPOOL_HTTPS:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
-        "tidepool": {"handlers": ["console"], "level": os.environ.get("TIDEPOOL_LOG_LEVEL", "INFO")},
+        "tidepool": {
+            "handlers": ["console"],
+            "level": os.environ.get("TIDEPOOL_LOG_LEVEL", "INFO"),
+            "propagate": False,
+        },
     },
 }

@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
-from scheduler.models import Job, ResourceQuota, Workspace
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, F, Prefetch, QuerySet
+
+from scheduler.models import (
+    LIVE_POD_STATUSES,
+    AllocationSample,
+    Job,
+    JobEvent,
+    JobRole,
+    JobStatus,
+    Node,
+    Pod,
+    ResourceQuota,
+    Workspace,
+)
 
 
 def user_workspaces(*, user: AbstractBaseUser) -> QuerySet[Workspace]:
@@ -81,3 +96,367 @@ def allocation_by_quota(*, now) -> list:
         for pool, total in totals.items()
     ]
     return samples
+
+
+# ---------------------------------------------------------------------------------------------
+# Console and API reads. Every function that returns jobs goes through `visible_jobs`, so the
+# pages, the REST API and the websocket consumers share one permission rule.
+# ---------------------------------------------------------------------------------------------
+
+PENDING_JOB_STATUSES = ("Creating", "Queuing", "Restarting")
+STATUS_GROUPS: dict[str, tuple[str, ...]] = {
+    "active": ("Creating", "Queuing", "EnvPreparing", "Running", "Stopping", "Preempted", "Restarting"),
+    "pending": PENDING_JOB_STATUSES,
+    "finished": ("Succeeded", "Failed", "Stopped"),
+}
+
+# Sort keys offered by the job list; each ends with a unique column so pages never overlap.
+JOB_SORTS: dict[str, tuple[str, ...]] = {
+    "-submitted": ("-created_at", "-id"),
+    "submitted": ("created_at", "id"),
+    "name": ("name", "id"),
+    "-name": ("-name", "-id"),
+    "status": ("status", "-id"),
+    "-priority": ("-priority", "queue_time", "id"),
+    "priority": ("priority", "queue_time", "id"),
+    "quota": ("quota__name", "-id"),
+}
+DEFAULT_JOB_SORT = "-submitted"
+
+
+@dataclass(frozen=True)
+class JobFilters:
+    """The job list's filters; empty values filter nothing."""
+    status: str = ""  # a JobStatus value or a key of STATUS_GROUPS
+    quota_id: int | None = None
+    workspace_id: int | None = None
+    idle_mode: str = ""
+    mine: bool = False
+    name: str = ""  # substring of the job name
+
+
+def job_list(
+    *, user: AbstractBaseUser, filters: JobFilters | None = None, sort: str = DEFAULT_JOB_SORT
+) -> QuerySet[Job]:
+    """Visible jobs, filtered and ordered; rows need `with_row_data` before rendering."""
+    jobs = visible_jobs(user=user)
+    f = filters or JobFilters()
+    if f.status in STATUS_GROUPS:
+        jobs = jobs.filter(status__in=STATUS_GROUPS[f.status])
+    elif f.status in JobStatus.values:
+        jobs = jobs.filter(status=f.status)
+    if f.quota_id is not None:
+        jobs = jobs.filter(quota_id=f.quota_id)
+    if f.workspace_id is not None:
+        jobs = jobs.filter(workspace_id=f.workspace_id)
+    if f.idle_mode:
+        jobs = jobs.filter(idle_mode=f.idle_mode)
+    if f.mine and user.is_authenticated:
+        jobs = jobs.filter(owner_id=user.pk)
+    if f.name:
+        jobs = jobs.filter(name__icontains=f.name)
+    return jobs.order_by(*JOB_SORTS.get(sort, JOB_SORTS[DEFAULT_JOB_SORT]))
+
+
+def with_row_data(jobs: QuerySet[Job]) -> QuerySet[Job]:
+    """Everything a job row shows, in a fixed number of queries whatever the page size.
+
+    `job.current_pods`: the pods of the job's latest attempt, with their nodes.
+    """
+    return jobs.select_related("workspace", "quota", "owner").prefetch_related(
+        Prefetch("roles", queryset=JobRole.objects.order_by("order", "id")),
+        Prefetch(
+            "pods",
+            queryset=Pod.objects.filter(attempt=F("job__attempt")).select_related("node").order_by("rank"),
+            to_attr="current_pods",
+        ),
+    )
+
+
+def job_detail(*, user: AbstractBaseUser, job_id: int) -> Job | None:
+    """One visible job with roles, every attempt's pods (newest first) and the event timeline."""
+    return (
+        visible_jobs(user=user)
+        .prefetch_related(
+            Prefetch("roles", queryset=JobRole.objects.order_by("order", "id")),
+            Prefetch("pods", queryset=Pod.objects.select_related("node").order_by("-attempt", "rank")),
+            Prefetch("events", queryset=JobEvent.objects.order_by("time", "id")),
+        )
+        .filter(pk=job_id)
+        .first()
+    )
+
+
+def user_quotas(*, user: AbstractBaseUser) -> QuerySet[ResourceQuota]:
+    """Quotas the user may submit to: those associated with the user's workspaces (staff: all)."""
+    if not user.is_authenticated:
+        return ResourceQuota.objects.none()
+    quotas = ResourceQuota.objects.all()
+    if not user.is_staff:
+        quotas = quotas.filter(workspaces__members=user).distinct()
+    return quotas.order_by("resource_type", "name")
+
+
+def gpu_models_by_pool() -> dict[str, list[str]]:
+    """GPU models of the registered nodes, per resource type."""
+    models: dict[str, set[str]] = {}
+    for pool, model in Node.objects.exclude(gpu_type="").values_list("resource_type", "gpu_type").distinct():
+        models.setdefault(pool, set()).add(model)
+    return {pool: sorted(names) for pool, names in models.items()}
+
+
+@dataclass
+class QuotaUsage:
+    """One quota of the tree with its GPU use. All counts cover the quota's whole subtree.
+
+    - in_quota: GPUs of running In Quota jobs.
+    - borrowed: GPUs of the subtree's own Not in Quota jobs (running on idle resources).
+    - lent: an estimate of others' Not in Quota GPUs running on this quota's unused guarantee.
+      Idle capacity is not tied to a quota, so the pool's Not in Quota GPUs (less the subtree's
+      own) are attributed in proportion to each quota's unused guarantee, capped by it.
+    """
+    quota: ResourceQuota
+    depth: int
+    min_gpus: int
+    max_gpus: int | None
+    in_quota: int = 0
+    borrowed: int = 0
+    lent: int = 0
+    pending_jobs: int = 0
+    running_jobs: int = 0
+    children: list[QuotaUsage] = field(default_factory=list)
+
+    @property
+    def free(self) -> int:
+        """Guaranteed GPUs not used In Quota right now."""
+        return max(0, self.min_gpus - self.in_quota)
+
+    @property
+    def in_quota_percent(self) -> float:
+        return 100.0 * min(self.in_quota, self.min_gpus) / self.min_gpus if self.min_gpus else 0.0
+
+    @property
+    def lent_percent(self) -> float:
+        return 100.0 * min(self.lent, self.free) / self.min_gpus if self.min_gpus else 0.0
+
+
+def quota_tree() -> list[QuotaUsage]:
+    """Every quota, depth first (pools in order, children by name), with its subtree's GPU use.
+
+    A fixed number of queries: quotas, live pods, job counts, node capacity.
+    """
+
+
+    quotas = list(ResourceQuota.objects.prefetch_related("workspaces").order_by("resource_type", "name"))
+    own_in: dict[int, int] = defaultdict(int)
+    own_out: dict[int, int] = defaultdict(int)
+    pool_in: dict[str, int] = defaultdict(int)
+    pool_out: dict[str, int] = defaultdict(int)
+    for quota_id, pool, in_quota, indices in Pod.objects.filter(status__in=LIVE_POD_STATUSES).values_list(
+        "job__quota_id", "job__quota__resource_type", "job__in_quota", "gpu_indices"
+    ):
+        gpus = len(indices or [])
+        if in_quota:
+            own_in[quota_id] += gpus
+            pool_in[pool] += gpus
+        else:
+            own_out[quota_id] += gpus
+            pool_out[pool] += gpus
+    own_pending: dict[int, int] = defaultdict(int)
+    own_running: dict[int, int] = defaultdict(int)
+    for quota_id, status, count in (
+        Job.objects.filter(status__in=(*PENDING_JOB_STATUSES, "EnvPreparing", "Running"))
+        .values_list("quota_id", "status")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        if status in PENDING_JOB_STATUSES:
+            own_pending[quota_id] += count
+        else:
+            own_running[quota_id] += count
+    capacity: dict[str, int] = defaultdict(int)
+    for pool, gpus in Node.objects.filter(lost=False).values_list("resource_type", "gpu_count"):
+        capacity[pool] += gpus
+
+    by_parent: dict[int | None, list[ResourceQuota]] = defaultdict(list)
+    for quota in quotas:
+        by_parent[quota.parent_id].append(quota)
+    ordered: list[QuotaUsage] = []
+
+    def visit(quota: ResourceQuota, depth: int) -> QuotaUsage:
+        max_gpus = sum(int(v) for v in quota.max_gpus.values()) if quota.max_gpus else None
+        usage = QuotaUsage(quota=quota, depth=depth, min_gpus=quota.min_gpu_total, max_gpus=max_gpus)
+        usage.in_quota = own_in[quota.pk]
+        usage.borrowed = own_out[quota.pk]
+        usage.pending_jobs = own_pending[quota.pk]
+        usage.running_jobs = own_running[quota.pk]
+        ordered.append(usage)
+        for child in sorted(by_parent.get(quota.pk, []), key=lambda q: q.name):
+            child_usage = visit(child, depth + 1)
+            usage.children.append(child_usage)
+            usage.in_quota += child_usage.in_quota
+            usage.borrowed += child_usage.borrowed
+            usage.pending_jobs += child_usage.pending_jobs
+            usage.running_jobs += child_usage.running_jobs
+        return usage
+
+    known = {quota.pk for quota in quotas}
+    roots = [q for q in quotas if q.parent_id is None or q.parent_id not in known]
+    for root in sorted(roots, key=lambda q: (q.resource_type, q.name)):
+        visit(root, 0)
+    for usage in ordered:
+        pool = usage.quota.resource_type
+        unused_in_pool = capacity[pool] - pool_in[pool]
+        borrowed_by_others = pool_out[pool] - usage.borrowed
+        if unused_in_pool > 0 and borrowed_by_others > 0:
+            share = borrowed_by_others * usage.free / unused_in_pool
+            usage.lent = min(usage.free, round(share))
+    return ordered
+
+
+@dataclass(frozen=True)
+class QuotaChoice:
+    """A quota as the submission form offers it."""
+    quota: ResourceQuota
+    workspace_ids: tuple[int, ...]
+    free_gpus: int
+    total_gpus: int
+    gpu_models: tuple[str, ...]
+
+
+def quota_choices(*, user: AbstractBaseUser) -> list[QuotaChoice]:
+    """The quotas the user can submit to, with the workspaces they serve and free / total GPUs."""
+    usage = {u.quota.pk: u for u in quota_tree()}
+    allowed = set(user_workspaces(user=user).values_list("pk", flat=True))
+    models = gpu_models_by_pool()
+    choices = []
+    for quota in user_quotas(user=user).prefetch_related("workspaces"):
+        spaces = tuple(sorted(w.pk for w in quota.workspaces.all() if w.pk in allowed))
+        if not spaces:
+            continue
+        u = usage.get(quota.pk)
+        choices.append(
+            QuotaChoice(
+                quota=quota,
+                workspace_ids=spaces,
+                free_gpus=u.free if u else 0,
+                total_gpus=quota.min_gpu_total,
+                gpu_models=tuple(models.get(quota.resource_type, ())),
+            )
+        )
+    return choices
+
+
+@dataclass(frozen=True)
+class GpuCell:
+    """One GPU of a node. `job_name` is None when the job belongs to a workspace the user cannot see."""
+    index: int
+    job_id: int | None = None
+    job_name: str | None = None
+    in_quota: bool | None = None
+    pod_status: str = ""
+    terminating: bool = False
+
+    @property
+    def used(self) -> bool:
+        return self.job_id is not None
+
+
+@dataclass
+class NodeGrid:
+    node: Node
+    gpus: list[GpuCell]
+
+    @property
+    def used(self) -> int:
+        return sum(1 for cell in self.gpus if cell.used)
+
+
+def node_grid(*, user: AbstractBaseUser) -> list[NodeGrid]:
+    """Every node with its GPUs and the job on each; names only of the jobs the user may see."""
+    nodes = list(Node.objects.order_by("resource_type", "name"))
+    pods = list(
+        Pod.objects.filter(status__in=LIVE_POD_STATUSES, node__isnull=False).values_list(
+            "node_id", "gpu_indices", "status", "terminate_requested", "job_id", "job__name", "job__in_quota"
+        )
+    )
+    job_ids = {row[4] for row in pods}
+    visible = set(visible_jobs(user=user).filter(pk__in=job_ids).values_list("pk", flat=True)) if job_ids else set()
+    cells: dict[tuple[int, int], GpuCell] = {}
+    for node_id, indices, status, terminating, job_id, job_name, in_quota in pods:
+        for index in indices or []:
+            cells[(node_id, index)] = GpuCell(
+                index=index,
+                job_id=job_id if job_id in visible else -1,
+                job_name=job_name if job_id in visible else None,
+                in_quota=in_quota,
+                pod_status=status,
+                terminating=bool(terminating),
+            )
+    return [
+        NodeGrid(node=node, gpus=[cells.get((node.pk, i), GpuCell(index=i)) for i in range(node.gpu_count)])
+        for node in nodes
+    ]
+
+
+def pool_allocation_series(*, since: datetime) -> dict[str, list[tuple[datetime, int, int, int]]]:
+    """Per resource type: (time, In Quota GPUs, Not in Quota GPUs, total GPUs) samples since `since`."""
+    series: dict[str, list[tuple[datetime, int, int, int]]] = {}
+    rows = AllocationSample.objects.filter(quota__isnull=True, time__gte=since).order_by("time")
+    for time, pool, used_in, used_out, total in rows.values_list(
+        "time", "resource_type", "in_quota_gpus", "not_in_quota_gpus", "total_gpus"
+    ):
+        series.setdefault(pool, []).append((time, used_in, used_out, total))
+    return series
+
+
+def quota_allocation_series(*, since: datetime) -> dict[int, list[tuple[datetime, int, int]]]:
+    """Per quota (its own jobs only): (time, In Quota GPUs, Not in Quota GPUs) samples since `since`."""
+    series: dict[int, list[tuple[datetime, int, int]]] = {}
+    rows = AllocationSample.objects.filter(quota__isnull=False, time__gte=since).order_by("time")
+    for time, quota_id, used_in, used_out in rows.values_list(
+        "time", "quota_id", "in_quota_gpus", "not_in_quota_gpus"
+    ):
+        series.setdefault(quota_id, []).append((time, used_in, used_out))
+    return series
+
+
+def preemption_times(*, since: datetime) -> list[datetime]:
+    """When jobs were preempted (reclaims and drains), cluster-wide: an aggregate, no job is named."""
+    return list(
+        JobEvent.objects.filter(kind="preempted", time__gte=since).order_by("time").values_list("time", flat=True)
+    )
+
+
+def queue_waits(*, since: datetime) -> list[tuple[datetime, float]]:
+    """(admission time, seconds waited) for each admission since `since`, from the job timelines.
+
+    The wait of an admission runs from the job's latest "queued" event before it, so a restart
+    after preemption counts its own wait, not the job's first submission.
+    """
+    events = (
+        JobEvent.objects.filter(kind__in=("queued", "admitted"), time__gte=since - timedelta(days=1))
+        .order_by("job_id", "time", "id")
+        .values_list("job_id", "kind", "time")
+    )
+    waits: list[tuple[datetime, float]] = []
+    queued_at: dict[int, datetime] = {}
+    for job_id, kind, time in events:
+        if kind == "queued":
+            queued_at[job_id] = time
+        elif job_id in queued_at:
+            start = queued_at.pop(job_id)
+            if time >= since:
+                waits.append((time, (time - start).total_seconds()))
+    waits.sort()
+    return waits
+
+
+def job_status_counts() -> dict[str, int]:
+    """Jobs per status, cluster-wide (an aggregate shown on the dashboard)."""
+    return dict(Job.objects.values_list("status").annotate(n=Count("id")).order_by())
+
+
+def workspaces_overview() -> QuerySet[Workspace]:
+    """Every workspace with members and quotas (staff pages)."""
+    return Workspace.objects.prefetch_related("members", "quotas").order_by("name")

@@ -1,0 +1,98 @@
+"""The demo cluster the embedded default starts with (idempotent)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from scheduler.models import Node, ResourceQuota, ResourceType, Workspace
+from scheduler.services.nodes import node_register
+from scheduler.services.quotas import quota_create, quota_update
+
+DEMO_USERS = (
+    # username, password, staff, workspaces
+    ("admin", "tidepool-admin", True, ("vision", "language", "research")),
+    ("alice", "tidepool-alice", False, ("vision",)),
+    ("bob", "tidepool-bob", False, ("language",)),
+)
+
+
+@dataclass(frozen=True)
+class DemoQuota:
+    name: str
+    parent: str | None
+    pool: str
+    gpus: dict[str, int]
+    cpu: int
+    memory_gib: int
+    workspaces: tuple[str, ...]
+
+
+# General pool: 4 × 8 A100 = 32 GPUs; Lingjun pool: 2 × 8 H800 = 16 GPUs.
+DEMO_NODES = [(f"gpu-{i:02d}", ResourceType.GENERAL, "A100", 8, 96, 768) for i in range(1, 5)] + [
+    (f"lingjun-{i:02d}", ResourceType.LINGJUN, "H800", 8, 128, 1024) for i in range(1, 3)
+]
+DEMO_QUOTAS = (
+    DemoQuota("general", None, ResourceType.GENERAL, {"A100": 32}, 384, 3072, ("vision", "language", "research")),
+    DemoQuota("team-vision", "general", ResourceType.GENERAL, {"A100": 16}, 192, 1536, ("vision",)),
+    DemoQuota("team-language", "general", ResourceType.GENERAL, {"A100": 12}, 144, 1152, ("language",)),
+    # Deliberately small: its jobs borrow idle GPUs.
+    DemoQuota("team-research", "general", ResourceType.GENERAL, {"A100": 4}, 48, 384, ("research", "vision")),
+    DemoQuota("lingjun", None, ResourceType.LINGJUN, {"H800": 16}, 256, 2048, ("vision", "language", "research")),
+    DemoQuota("lj-vision", "lingjun", ResourceType.LINGJUN, {"H800": 8}, 128, 1024, ("vision",)),
+    DemoQuota("lj-language", "lingjun", ResourceType.LINGJUN, {"H800": 6}, 96, 768, ("language",)),
+    DemoQuota("lj-research", "lingjun", ResourceType.LINGJUN, {"H800": 2}, 32, 256, ("research",)),
+)
+
+
+def example_command(steps: int = 600, step_sleep: float = 0.05) -> str:
+    script = Path(settings.BASE_DIR) / "examples" / "train_linear.py"
+    return f"{sys.executable} {script} --steps {steps} --checkpoint-every 50 --step-sleep {step_sleep}"
+
+
+@transaction.atomic
+def seed_demo() -> dict[str, int]:
+    workspaces = {}
+    for name in ("vision", "language", "research"):
+        workspaces[name], _ = Workspace.objects.get_or_create(name=name, defaults={"description": f"Team {name}"})
+    for name, pool, model, gpus, cpu, memory in DEMO_NODES:
+        node = Node.objects.filter(name=name).first()
+        if node is None:
+            node_register(
+                name=name, resource_type=pool, gpu_type=model, gpu_count=gpus, cpu=cpu, memory_gib=memory,
+                address="127.0.0.1", inventory_source=Node.InventorySource.DEMO,
+            )
+    for spec in DEMO_QUOTAS:
+        parent = ResourceQuota.objects.get(name=spec.parent) if spec.parent else None
+        fields = dict(
+            resource_type=spec.pool, parent=parent, min_gpus=spec.gpus, min_cpu=spec.cpu,
+            min_memory_gib=spec.memory_gib,
+        )
+        members = [workspaces[w] for w in spec.workspaces]
+        quota = ResourceQuota.objects.filter(name=spec.name).first()
+        if quota is None:
+            quota_create(name=spec.name, workspaces=members, **fields)
+        else:
+            quota_update(quota=quota, workspaces=members, **fields)
+    User = get_user_model()
+    for username, password, staff, spaces in DEMO_USERS:
+        user = User.objects.filter(username=username).first()
+        if user is None:
+            user = User(username=username, email=f"{username}@tidepool.local")
+            user.set_password(password)
+        user.is_staff = staff
+        user.is_superuser = staff
+        user.save()
+        for space in spaces:
+            workspaces[space].members.add(user)
+    return {
+        "nodes": Node.objects.count(),
+        "quotas": ResourceQuota.objects.count(),
+        "workspaces": Workspace.objects.count(),
+        "users": User.objects.count(),
+    }

@@ -1,0 +1,104 @@
+"""The node side shared by both executors: runs pods through a PodSupervisor and reports to the services.
+
+The local executor owns one agent for all demo nodes; a Celery node worker owns one for its node.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import asdict
+
+from django.db import close_old_connections
+
+from scheduler.executors.specs import master_address, pod_progress_path, pod_spec
+from scheduler.models import Job, Pod
+from scheduler.runtime.process import PodSupervisor, TerminateResult
+from scheduler.runtime.progress import read_progress
+
+log = logging.getLogger("tidepool.agent")
+
+PROGRESS_POLL_S = 2.0
+
+
+class PodAgent:
+    def __init__(self, progress_poll_s: float = PROGRESS_POLL_S) -> None:
+        self.supervisor = PodSupervisor(on_exit=self._exited)
+        self._progress: dict[tuple[int, int], tuple[int, str]] = {}  # (pod, attempt) -> (job id, file)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._poll_s = progress_poll_s
+        self._watcher = threading.Thread(target=self._watch_progress, name="tidepool-progress", daemon=True)
+        self._watcher.start()
+
+    def start(self, job: Job, pod: Pod, *, world_size: int, master_addr: str) -> None:
+        """Launch one pod and report it Running (or Failed if it cannot start)."""
+        from scheduler.services.lifecycle import pod_exited, pod_running
+
+        spec = pod_spec(pod, job, world_size=world_size, master_addr=master_addr)
+        try:
+            started = self.supervisor.start(spec)
+        except (OSError, RuntimeError) as error:
+            pod_exited(pod_id=pod.pk, attempt=pod.attempt, exit_code=None, outcome="failed",
+                       reason=f"could not start: {error}")
+            return
+        if not started:
+            return
+        if pod.rank == 0:
+            with self._lock:
+                self._progress[(pod.pk, pod.attempt)] = (job.pk, str(pod_progress_path(pod)))
+        pod_running(pod_id=pod.pk, attempt=pod.attempt)
+
+    def start_job_pods(self, job: Job, pods: list[Pod]) -> None:
+        master = master_address(pods)
+        for pod in pods:
+            self.start(job, pod, world_size=len(pods), master_addr=master)
+
+    def terminate(self, pod_id: int, attempt: int, *, grace_s: float, outcome: str) -> None:
+        from scheduler.services.lifecycle import pod_exited
+
+        result = self.supervisor.terminate(pod_id, attempt, grace_s, outcome)
+        if result == TerminateResult.NOT_STARTED:
+            # Never started here (its start is still queued, or went to a dead worker): it is
+            # fenced now, so report it gone ourselves.
+            pod_exited(pod_id=pod_id, attempt=attempt, exit_code=None, outcome=outcome,
+                       reason=f"{outcome} before it started")
+
+    def _exited(self, pod_id: int, attempt: int, exit_code: int, outcome: str) -> None:
+        from scheduler.services.lifecycle import pod_exited
+
+        with self._lock:
+            tracked = self._progress.pop((pod_id, attempt), None)
+        try:
+            close_old_connections()
+            if tracked:  # the last report, e.g. the checkpoint saved on SIGTERM
+                self._relay_progress(tracked[0], attempt, tracked[1])
+            reason = f"killed by signal {-exit_code}" if exit_code < 0 else f"exit code {exit_code}"
+            pod_exited(pod_id=pod_id, attempt=attempt, exit_code=exit_code, outcome=outcome, reason=reason)
+        except Exception:
+            log.exception("could not record the exit of pod %s attempt %s", pod_id, attempt)
+        finally:
+            close_old_connections()
+
+    @staticmethod
+    def _relay_progress(job_id: int, attempt: int, path: str) -> None:
+        from scheduler.services.lifecycle import job_progress
+
+        progress = read_progress(path)
+        if progress:
+            job_progress(job_id=job_id, attempt=attempt, progress=asdict(progress))
+
+    def _watch_progress(self) -> None:
+        while not self._stop.wait(self._poll_s):
+            with self._lock:
+                tracked = list(self._progress.items())
+            for (_pod_id, attempt), (job_id, path) in tracked:
+                try:
+                    self._relay_progress(job_id, attempt, path)
+                except Exception:
+                    log.exception("progress report of job %s failed", job_id)
+            close_old_connections()
+
+    def shutdown(self, grace_s: float, outcome: str = "preempted") -> None:
+        self._stop.set()
+        self.supervisor.shutdown(grace_s, outcome)

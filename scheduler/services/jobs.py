@@ -1,0 +1,215 @@
+"""Job writes users make: submit, stop, restart."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler.engine.placement import unplaceable_reason
+from scheduler.models import (
+    FINAL_JOB_STATUSES,
+    IdleMode,
+    Job,
+    JobRole,
+    JobStatus,
+    JobType,
+    ResourceQuota,
+    Workspace,
+)
+from scheduler.publish import publish_jobs_changed_on_commit
+from scheduler.selectors import user_can_use_workspace
+from scheduler.services.events import job_event
+from scheduler.snapshot import engine_nodes_of_pool, role_pods
+from scheduler.wakeup import wake_scheduler_on_commit
+
+NAME_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,98}[a-z0-9])?$")
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _number(value: Any, field: str, *, whole: bool = False) -> Decimal:
+    try:
+        number = Decimal(str(value if value not in (None, "") else 0))
+    except (InvalidOperation, ValueError):
+        raise ValidationError({field: f"{field} must be a number, got {value!r}."}) from None
+    if number < 0:
+        raise ValidationError({field: f"{field} cannot be negative (got {number})."})
+    if whole and number != number.to_integral_value():
+        raise ValidationError({field: f"{field} must be a whole number (got {number})."})
+    return number
+
+
+def clean_roles(roles: Sequence[Mapping[str, Any]]) -> list[JobRole]:
+    """Validate role dicts into unsaved JobRole rows. Field names in errors: roles[i].field."""
+    if not roles:
+        raise ValidationError({"roles": "A job needs at least one role (e.g. worker × 1)."})
+    cleaned: list[JobRole] = []
+    seen: set[str] = set()
+    for i, role in enumerate(roles):
+        prefix = f"roles[{i}]"
+        name = str(role.get("name") or "").strip()
+        if not NAME_PATTERN.match(name) or len(name) > 32:
+            raise ValidationError({f"{prefix}.name": "A role name is 1–32 lowercase letters, digits or dashes."})
+        if name in seen:
+            raise ValidationError({f"{prefix}.name": f"Role {name} appears twice."})
+        seen.add(name)
+        count = _number(role.get("pod_count", 1), f"{prefix}.pod_count", whole=True)
+        if count < 1:
+            raise ValidationError({f"{prefix}.pod_count": f"Role {name} needs at least 1 instance (got {count})."})
+        cleaned.append(
+            JobRole(
+                order=i,
+                name=name,
+                pod_count=int(count),
+                gpu_type=str(role.get("gpu_type") or "").strip(),
+                gpus=int(_number(role.get("gpus", 0), f"{prefix}.gpus", whole=True)),
+                cpu=_number(role.get("cpu", 0), f"{prefix}.cpu"),
+                memory_gib=_number(role.get("memory_gib", 0), f"{prefix}.memory_gib"),
+                shared_memory_gib=_number(role.get("shared_memory_gib", 0), f"{prefix}.shared_memory_gib"),
+            )
+        )
+    return cleaned
+
+
+def check_fits_pool(*, quota: ResourceQuota, roles: Sequence[JobRole]) -> None:
+    """Refuse a job its pool could never run, even empty (e.g. 16 GPUs per pod, nodes have 8)."""
+    reason = unplaceable_reason(role_pods(roles), engine_nodes_of_pool(quota.resource_type), quota.resource_type)
+    if reason:
+        raise ValidationError({"roles": reason})
+
+
+@transaction.atomic
+def job_submit(
+    *,
+    user: AbstractBaseUser | None,
+    workspace: Workspace,
+    quota: ResourceQuota,
+    name: str,
+    command: str,
+    roles: Sequence[Mapping[str, Any]],
+    job_type: str = JobType.PYTORCH,
+    image: str = "",
+    environment: Mapping[str, str] | None = None,
+    data_mount: str = "",
+    code_mount: str = "",
+    priority: int = 1,
+    idle_mode: str = IdleMode.OFF,
+    max_running_minutes: int | None = None,
+    fault_tolerance: bool = False,
+    max_restarts: int = 3,
+    checkpoint_dir: str = "",
+    grace_seconds: float | None = None,
+) -> Job:
+    if user is not None and not user_can_use_workspace(user=user, workspace=workspace):
+        raise ValidationError({"workspace": f"You are not a member of workspace {workspace.name}."})
+    name = (name or "").strip()
+    if not NAME_PATTERN.match(name):
+        raise ValidationError(
+            {"name": "A job name is 1–100 lowercase letters, digits or dashes, starting and ending with a letter or digit."}
+        )
+    if not (command or "").strip():
+        raise ValidationError({"command": "A job needs a command to run."})
+    if job_type not in JobType.values:
+        raise ValidationError({"job_type": f"Job type {job_type!r} is unknown: use one of {', '.join(JobType.values)}."})
+    try:
+        priority = int(priority)
+    except (TypeError, ValueError):
+        raise ValidationError({"priority": f"Priority must be a whole number from 1 to 9, got {priority!r}."}) from None
+    if not 1 <= priority <= 9:
+        raise ValidationError({"priority": f"Priority must be from 1 to 9 (got {priority})."})
+    if idle_mode not in IdleMode.values:
+        raise ValidationError({"idle_mode": f"Idle mode {idle_mode!r} is unknown: use off, acceptable or only."})
+    if not quota.workspaces.filter(pk=workspace.pk).exists():
+        raise ValidationError(
+            {"quota": f"Quota {quota.name} is not associated with workspace {workspace.name}; pick one of its quotas."}
+        )
+    env = dict(environment or {})
+    for key, value in env.items():
+        if not ENV_NAME_PATTERN.match(str(key)):
+            raise ValidationError({"environment": f"{key!r} is not a valid environment variable name."})
+        env[key] = str(value)
+    if max_running_minutes is not None and int(max_running_minutes) < 1:
+        raise ValidationError({"max_running_minutes": "The maximum running time is at least 1 minute (or empty)."})
+    if int(max_restarts) < 0:
+        raise ValidationError({"max_restarts": f"Max restarts cannot be negative (got {max_restarts})."})
+    if grace_seconds is not None and float(grace_seconds) < 0:
+        raise ValidationError({"grace_seconds": "The grace period cannot be negative."})
+    role_rows = clean_roles(roles)
+    check_fits_pool(quota=quota, roles=role_rows)
+
+    now = timezone.now()
+    job = Job.objects.create(
+        name=name,
+        workspace=workspace,
+        quota=quota,
+        owner=user if user is not None and user.is_authenticated else None,
+        job_type=job_type,
+        image=image,
+        command=command,
+        environment=env,
+        data_mount=data_mount,
+        code_mount=code_mount,
+        priority=priority,
+        idle_mode=idle_mode,
+        max_running_minutes=max_running_minutes,
+        fault_tolerance=bool(fault_tolerance),
+        max_restarts=int(max_restarts),
+        checkpoint_dir=checkpoint_dir,
+        grace_seconds=grace_seconds,
+        status=JobStatus.QUEUING,
+        queue_time=now,
+    )
+    if not job.checkpoint_dir:
+        job.checkpoint_dir = str(settings.TIDEPOOL_DATA_DIR / "checkpoints" / f"job-{job.pk}")
+        job.save(update_fields=["checkpoint_dir"])
+    for role in role_rows:
+        role.job = job
+    JobRole.objects.bulk_create(role_rows)
+    job_event(job, "submitted", f"submitted by {getattr(user, 'username', 'system')} to quota {quota.name}")
+    job_event(job, "queued", "queuing")
+    publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
+    wake_scheduler_on_commit()
+    return job
+
+
+@transaction.atomic
+def job_stop(*, job: Job, user: AbstractBaseUser | None, reason: str = "") -> Job:
+    """A user's stop: live pods get SIGTERM and the grace period; a pending job stops at once."""
+    from scheduler.services.lifecycle import job_terminate
+
+    job = Job.objects.select_for_update().get(pk=job.pk)
+    if job.status in FINAL_JOB_STATUSES or job.status == JobStatus.STOPPING:
+        raise ValidationError({"status": f"Job {job.name} is {job.status}; there is nothing to stop."})
+    who = getattr(user, "username", None) or "system"
+    job_terminate(job=job, outcome="stopped", reason=reason or f"stopped by {who}")
+    return job
+
+
+@transaction.atomic
+def job_restart(*, job: Job, user: AbstractBaseUser | None) -> Job:
+    """Run a finished job again, keeping its checkpoint directory (a fresh queue time)."""
+    job = Job.objects.select_for_update().get(pk=job.pk)
+    if job.status not in (*FINAL_JOB_STATUSES, JobStatus.PREEMPTED) or job.pods.filter(
+        status__in=["Pending", "Running"]
+    ).exists():
+        raise ValidationError({"status": f"Job {job.name} is {job.status}; stop it before restarting."})
+    job.status = JobStatus.QUEUING
+    job.queue_time = timezone.now()
+    job.in_quota = None
+    job.finished_at = None
+    job.started_at = None
+    job.restart_after = None
+    job.stop_outcome = ""
+    job.waiting_reason = ""
+    job.save()
+    job_event(job, "queued", f"restarted by {getattr(user, 'username', 'system')}")
+    publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
+    wake_scheduler_on_commit()
+    return job

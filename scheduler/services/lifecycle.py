@@ -1,0 +1,275 @@
+"""DESIGN §3 transitions that follow from scheduling and from pods: preemption, exits, restarts.
+
+Pod reports are fenced by attempt: a report from an older attempt never changes a newer one.
+Signals to processes go out after commit, through the configured executor.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler.models import (
+    LIVE_POD_STATUSES,
+    Job,
+    JobStatus,
+    Node,
+    Pod,
+    PodStatus,
+)
+from scheduler.publish import publish_cluster_change_on_commit, publish_jobs_changed_on_commit
+from scheduler.services.events import job_event
+from scheduler.wakeup import wake_scheduler_on_commit
+
+log = logging.getLogger("tidepool.lifecycle")
+
+OUTCOME_TO_POD_STATUS = {
+    "succeeded": PodStatus.SUCCEEDED,
+    "failed": PodStatus.FAILED,
+    "preempted": PodStatus.PREEMPTED,
+    "stopped": PodStatus.STOPPED,
+}
+
+
+def grace_seconds(job: Job) -> float:
+    return job.grace_seconds if job.grace_seconds is not None else settings.TIDEPOOL_GRACE_SECONDS
+
+
+def restart_backoff(job: Job) -> timedelta:
+    seconds = settings.TIDEPOOL_RESTART_BACKOFF_BASE * (2 ** job.restart_count)
+    return timedelta(seconds=min(seconds, settings.TIDEPOOL_RESTART_BACKOFF_CAP))
+
+
+def can_restart(job: Job) -> bool:
+    return job.fault_tolerance and job.restart_count < job.max_restarts
+
+
+def _live_pods(job: Job) -> list[Pod]:
+    return list(job.pods.select_for_update(of=("self",)).filter(status__in=LIVE_POD_STATUSES).select_related("node"))
+
+
+def signal_pods_on_commit(pods: list[Pod], *, grace_s: float, outcome: str) -> None:
+    """Ask the executor to SIGTERM these pods (then SIGKILL after grace_s), once the decision is committed."""
+    if not pods:
+        return
+    from scheduler.executors import get_executor
+
+    refs = [(pod.pk, pod.attempt, pod.node.name if pod.node else "") for pod in pods]
+    transaction.on_commit(lambda: get_executor().terminate(refs, grace_s=grace_s, outcome=outcome))
+
+
+def _request_termination(pods: list[Pod], outcome: str) -> None:
+    for pod in pods:
+        if not pod.terminate_requested:
+            pod.terminate_requested = outcome
+            pod.save(update_fields=["terminate_requested"])
+
+
+def job_preempt(*, job: Job, reason: str) -> None:
+    """The job's pods get SIGTERM and the grace period; the job is Preempted (the loop's reclaim, or a drain)."""
+    pods = _live_pods(job)
+    job.status = JobStatus.PREEMPTED
+    job.waiting_reason = reason
+    job.queue_position = None
+    job.save(update_fields=["status", "waiting_reason", "queue_position", "updated_at"])
+    job_event(job, "preempted", reason)
+    _request_termination(pods, "preempted")
+    signal_pods_on_commit(pods, grace_s=grace_seconds(job), outcome="preempted")
+    publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
+    if not pods:
+        _settle(job)
+
+
+def job_terminate(*, job: Job, outcome: str, reason: str) -> None:
+    """Stop (a user's stop, maximum running time): Stopping until the pods have exited, then Stopped."""
+    pods = _live_pods(job)
+    job.nominated_nodes = None
+    job.queue_position = None
+    job.stop_outcome = outcome
+    job.waiting_reason = reason
+    if pods:
+        job.status = JobStatus.STOPPING
+        job_event(job, "stopping", reason)
+    else:
+        job.status = JobStatus.STOPPED
+        job.finished_at = timezone.now()
+        job_event(job, "stopped", reason)
+    job.save()
+    _request_termination(pods, "stopped")
+    signal_pods_on_commit(pods, grace_s=grace_seconds(job), outcome="stopped")
+    publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
+    wake_scheduler_on_commit()
+
+
+def job_fail_attempt(*, job: Job, reason: str) -> None:
+    """A pod failed, its node was lost or the job hung: stop the rest, then restart or fail."""
+    if job.stop_outcome == "failed" or job.status not in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
+        return
+    job.stop_outcome = "failed"
+    job.waiting_reason = reason
+    job.save(update_fields=["stop_outcome", "waiting_reason", "updated_at"])
+    job_event(job, "attempt-failed", reason)
+    pods = _live_pods(job)
+    _request_termination(pods, "stopped")
+    signal_pods_on_commit(pods, grace_s=grace_seconds(job), outcome="stopped")
+    publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
+    _settle(job)
+
+
+def _settle(job: Job) -> None:
+    """Once no pod of the job is live: Succeeded, Stopped, Restarting, Failed or (final) Preempted."""
+    settling = (JobStatus.STOPPING, JobStatus.PREEMPTED, JobStatus.ENV_PREPARING, JobStatus.RUNNING)
+    if job.status not in settling or (job.status == JobStatus.PREEMPTED and job.finished_at):
+        return
+    if job.pods.filter(status__in=LIVE_POD_STATUSES).exists():
+        return
+    now = timezone.now()
+    if job.status == JobStatus.STOPPING:
+        job.status = JobStatus.STOPPED
+        job.finished_at = now
+        job_event(job, "stopped", job.waiting_reason or "stopped")
+    elif job.status == JobStatus.PREEMPTED or job.stop_outcome == "failed":
+        cause = "preempted" if job.status == JobStatus.PREEMPTED else "failed"
+        if can_restart(job):
+            delay = restart_backoff(job)
+            job.status = JobStatus.RESTARTING
+            job.restart_after = now + delay
+            job_event(
+                job,
+                "restarting",
+                f"{cause}: restarting in {delay.total_seconds():.0f} s "
+                f"(restart {job.restart_count + 1} of {job.max_restarts})",
+            )
+        elif cause == "preempted":
+            job.finished_at = now
+            why = "fault tolerance is off" if not job.fault_tolerance else f"all {job.max_restarts} restarts used"
+            job_event(job, "not-restarted", f"stays Preempted: {why}")
+        else:
+            job.status = JobStatus.FAILED
+            job.finished_at = now
+            why = "fault tolerance is off" if not job.fault_tolerance else f"all {job.max_restarts} restarts used"
+            job_event(job, "failed", f"{job.waiting_reason}; not restarted: {why}")
+    elif job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
+        job.status = JobStatus.SUCCEEDED
+        job.finished_at = now
+        job.waiting_reason = ""
+        job_event(job, "succeeded", "all pods exited with code 0")
+    job.save()
+    publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
+    wake_scheduler_on_commit()
+
+
+@transaction.atomic
+def pod_running(*, pod_id: int, attempt: int) -> bool:
+    """A node reports the pod's process started. False when the report is stale (fenced)."""
+    pod = Pod.objects.select_for_update().select_related("job").filter(pk=pod_id).first()
+    if pod is None or pod.attempt != attempt or pod.status != PodStatus.PENDING:
+        return False
+    pod.status = PodStatus.RUNNING
+    pod.started_at = timezone.now()
+    pod.save(update_fields=["status", "started_at"])
+    job = Job.objects.select_for_update().get(pk=pod.job_id)
+    if (
+        job.status == JobStatus.ENV_PREPARING
+        and job.attempt == attempt
+        and not job.pods.filter(attempt=attempt, status=PodStatus.PENDING).exists()
+    ):
+        job.status = JobStatus.RUNNING
+        job.save(update_fields=["status", "updated_at"])
+        resumed = job.progress.get("resumed_from_step") if job.restart_count else None
+        job_event(job, "running", "all pods running" + (f"; resuming from step {resumed}" if resumed else ""))
+    publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
+    return True
+
+
+@transaction.atomic
+def pod_exited(*, pod_id: int, attempt: int, exit_code: int | None, outcome: str, reason: str = "") -> bool:
+    """A node reports the pod's process is gone. outcome: succeeded | failed | preempted | stopped."""
+    pod = Pod.objects.select_for_update().filter(pk=pod_id).first()
+    if pod is None or pod.attempt != attempt or pod.status not in LIVE_POD_STATUSES:
+        return False
+    job = Job.objects.select_for_update().get(pk=pod.job_id)
+    if pod.terminate_requested and outcome in ("failed", "succeeded"):
+        # Exited on our SIGTERM: record what we asked for, keep the exit code.
+        outcome = pod.terminate_requested
+    pod.status = OUTCOME_TO_POD_STATUS[outcome]
+    pod.exit_code = exit_code
+    pod.reason = reason or (f"exit code {exit_code}" if exit_code is not None else outcome)
+    pod.finished_at = timezone.now()
+    pod.save(update_fields=["status", "exit_code", "reason", "finished_at"])
+    label = f"{pod.role}-{pod.index}"
+    if outcome == "failed":
+        job_event(job, "pod-failed", f"pod {label} failed: {pod.reason}")
+        job_fail_attempt(job=job, reason=f"pod {label} failed: {pod.reason}")
+    _settle(job)
+    return True
+
+
+@transaction.atomic
+def job_progress(*, job_id: int, attempt: int, progress: dict) -> None:
+    """The checkpoint helper's progress report, relayed by the node (step, last checkpoint, resumed from)."""
+    job = Job.objects.select_for_update().filter(pk=job_id, attempt=attempt).first()
+    if job is None or job.progress == progress:
+        return
+    first_report = job.progress.get("attempt") != attempt
+    job.progress = {**progress, "attempt": attempt}
+    job.save(update_fields=["progress", "updated_at"])
+    resumed = progress.get("resumed_from_step")
+    if first_report and resumed:
+        job_event(job, "resumed", f"resumed from step {resumed:,}")
+    publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
+
+
+def jobs_restart_for_node(*, node: Node, reason: str) -> None:
+    job_ids = set(Pod.objects.filter(node=node, status__in=LIVE_POD_STATUSES).values_list("job_id", flat=True))
+    for job in Job.objects.select_for_update().filter(pk__in=job_ids):
+        if job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
+            job_preempt(job=job, reason=reason)
+
+
+@transaction.atomic
+def node_mark_lost(*, node: Node, reason: str | None = None) -> None:
+    """A node that stopped heartbeating: its pods cannot be signalled, so they fail with 'node lost'."""
+    node = Node.objects.select_for_update().get(pk=node.pk)
+    if node.lost:
+        return
+    node.lost = True
+    node.save(update_fields=["lost"])
+    reason = reason or f"node {node.name} lost"
+    pods = list(Pod.objects.select_for_update().filter(node=node, status__in=LIVE_POD_STATUSES))
+    jobs: dict[int, Job] = {}
+    now = timezone.now()
+    for pod in pods:
+        pod.status = PodStatus.FAILED
+        pod.reason = reason
+        pod.finished_at = now
+        pod.save(update_fields=["status", "reason", "finished_at"])
+        jobs.setdefault(pod.job_id, Job.objects.select_for_update().get(pk=pod.job_id))
+    for job in jobs.values():
+        job_event(job, "node-lost", reason)
+        if job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
+            job_fail_attempt(job=job, reason=reason)
+        _settle(job)
+    publish_cluster_change_on_commit()
+    log.warning("%s: %d pod(s) failed", reason, len(pods))
+
+
+def restarts_due(*, now: datetime) -> int:
+    """Restarting jobs whose backoff has passed go back to Queuing with their first queue time."""
+    count = 0
+    for job in Job.objects.select_for_update().filter(status=JobStatus.RESTARTING, restart_after__lte=now):
+        job.status = JobStatus.QUEUING
+        job.restart_count += 1
+        job.in_quota = None
+        job.nominated_nodes = None
+        job.stop_outcome = ""
+        job.restart_after = None
+        job.save()
+        job_event(job, "queued", f"queuing again (restart {job.restart_count} of {job.max_restarts}); queue time kept")
+        publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
+        count += 1
+    return count

@@ -1,0 +1,155 @@
+"""The node worker: `celery -A config worker -Q node.<name>` (the node's name comes from the queue,
+or from TIDEPOOL_NODE_NAME). Tasks run in threads (CELERY_WORKER_POOL=threads) so that the pods,
+the heartbeat and the remote-control command share one process and one PodAgent.
+
+At start it registers its node (GPUs detected with NVML where present, otherwise declared by
+TIDEPOOL_NODE_GPU_TYPE / TIDEPOOL_NODE_GPUS / TIDEPOOL_NODE_CPU / TIDEPOOL_NODE_MEMORY_GIB), then
+heartbeats every TIDEPOOL_HEARTBEAT_SECONDS; pods run as process groups under a PodAgent. On a
+warm shutdown it drains: the node is cordoned, its jobs are preempted (SIGTERM, grace period) and
+restart elsewhere from their checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from celery.signals import worker_ready, worker_shutting_down
+from celery.worker.control import control_command
+from django.conf import settings
+from django.db import close_old_connections
+
+log = logging.getLogger("tidepool.worker")
+
+
+class NodeWorker:
+    def __init__(self, node_name: str) -> None:
+        from scheduler.executors.agent import PodAgent
+
+        self.node_name = node_name
+        self.agent = PodAgent()
+        self._stop = threading.Event()
+        self._heartbeat = threading.Thread(target=self._beat, name="tidepool-heartbeat", daemon=True)
+
+    def register(self) -> None:
+        from scheduler.runtime.gpus import declared_inventory, detect_gpus, host_cpu, host_memory_gib
+        from scheduler.services.nodes import node_register
+
+        inventory = None if os.environ.get("TIDEPOOL_NODE_GPUS") else detect_gpus()
+        if inventory is None:
+            inventory = declared_inventory(
+                os.environ.get("TIDEPOOL_NODE_GPU_TYPE", ""),
+                int(os.environ.get("TIDEPOOL_NODE_GPUS", "0")),
+                int(os.environ.get("TIDEPOOL_NODE_CPU", str(host_cpu()))),
+                int(os.environ.get("TIDEPOOL_NODE_MEMORY_GIB", str(host_memory_gib()))),
+            )
+        node_register(
+            name=self.node_name,
+            resource_type=os.environ.get("TIDEPOOL_NODE_RESOURCE_TYPE", "general"),
+            gpu_type=inventory.gpu_type or "",
+            gpu_count=inventory.gpus,
+            cpu=inventory.cpu,
+            memory_gib=inventory.memory_gib,
+            address=os.environ.get("TIDEPOOL_NODE_ADDRESS", "127.0.0.1"),
+            inventory_source=inventory.source,
+            gpu_memory_mib=inventory.gpu_memory_mib,
+            driver_version=inventory.driver_version or "",
+            heartbeat=True,
+        )
+        log.info("node %s registered: %s × %s (%s)", self.node_name, inventory.gpus, inventory.gpu_type,
+                 inventory.source)
+        self._heartbeat.start()
+
+    def _beat(self) -> None:
+        from scheduler.services.nodes import node_heartbeat
+
+        while not self._stop.wait(settings.TIDEPOOL_HEARTBEAT_SECONDS):
+            try:
+                close_old_connections()
+                node_heartbeat(name=self.node_name)
+            except Exception:
+                log.exception("heartbeat of node %s failed", self.node_name)
+
+    def start_pod(self, *, pod_id: int, attempt: int) -> str:
+        from scheduler.models import LIVE_POD_STATUSES, Pod
+
+        close_old_connections()
+        pod = Pod.objects.select_related("job", "node").filter(pk=pod_id).first()
+        if pod is None or pod.attempt != attempt or pod.status not in LIVE_POD_STATUSES or pod.terminate_requested:
+            return "stale"  # superseded or terminated while the start was queued
+        if pod.node is None or pod.node.name != self.node_name:
+            return "wrong node"
+        siblings = list(Pod.objects.select_related("node").filter(job_id=pod.job_id, attempt=attempt))
+        rank0 = min(siblings, key=lambda p: p.rank)
+        master = rank0.node.address if rank0.node and rank0.node.address else "127.0.0.1"
+        self.agent.start(pod.job, pod, world_size=len(siblings), master_addr=master)
+        return "started"
+
+    def drain(self) -> None:
+        from scheduler.models import Node
+        from scheduler.services.nodes import node_drain
+
+        self._stop.set()
+        try:
+            close_old_connections()
+            node = Node.objects.filter(name=self.node_name).first()
+            if node is not None:
+                node_drain(node=node)
+        except Exception:
+            log.exception("could not drain node %s", self.node_name)
+        self.agent.shutdown(settings.TIDEPOOL_GRACE_SECONDS)
+
+
+_worker: NodeWorker | None = None
+
+
+def current_agent() -> NodeWorker:
+    if _worker is None:
+        raise RuntimeError("not a Tidepool node worker: set TIDEPOOL_NODE_NAME and start with -Q node.<name>")
+    return _worker
+
+
+def _node_name_from_queues(consumer) -> str | None:
+    try:
+        queues = list(consumer.app.amqp.queues.consume_from or {})
+    except AttributeError:
+        return None
+    names = [queue.removeprefix("node.") for queue in queues if queue.startswith("node.")]
+    return names[0] if len(names) == 1 else None
+
+
+@worker_ready.connect
+def _on_worker_ready(sender=None, **kwargs) -> None:
+    global _worker
+    name = os.environ.get("TIDEPOOL_NODE_NAME") or _node_name_from_queues(sender)
+    if not name:
+        log.warning("no node name (-Q node.<name> or TIDEPOOL_NODE_NAME): this worker runs no pods")
+        return
+    _worker = NodeWorker(name)
+    _worker.register()
+
+
+@worker_shutting_down.connect
+def _on_worker_shutting_down(sig=None, how=None, exitcode=None, **kwargs) -> None:
+    if _worker is not None:
+        _worker.drain()
+
+
+@control_command(
+    name="tidepool_terminate_pod",
+    args=[("node", str), ("pod_id", int), ("attempt", int), ("grace_s", float), ("outcome", str)],
+    signature="<node> <pod_id> <attempt> <grace_s> <outcome>",
+)
+def tidepool_terminate_pod(state, node: str, pod_id: int, attempt: int, grace_s: float, outcome: str) -> dict:
+    """SIGTERM a pod now (not behind queued tasks); SIGKILL after grace_s. Fenced by attempt.
+
+    Broadcast to every worker; only the pod's node acts, so workers need no particular -n name.
+    """
+    if _worker is None or _worker.node_name != node:
+        return {"skipped": "not this node"}
+    threading.Thread(
+        target=_worker.agent.terminate, args=(pod_id, attempt), kwargs={"grace_s": grace_s, "outcome": outcome},
+        daemon=True,
+    ).start()
+    return {"ok": "terminating"}

@@ -1,0 +1,144 @@
+"""Real Redis and two real Celery node workers: a node dies, its job restarts on the other and finishes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from scheduler.executors import set_executor
+from scheduler.executors.celery import CeleryExecutor
+from scheduler.loop import schedule_once
+from scheduler.models import JobStatus, Node, Pod, PodStatus, Workspace
+from scheduler.services.jobs import job_submit
+from scheduler.services.quotas import quota_create
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis, pytest.mark.postgres]
+
+# Runs 4 s, records its process group so the test can play "the machine died" on node A.
+POD_COMMAND = (
+    f"echo $$ > pgid-$TIDEPOOL_ATTEMPT; echo rank=$RANK gpus=$CUDA_VISIBLE_DEVICES; "
+    f"{sys.executable} -c 'import time; time.sleep(4)'; echo done"
+)
+
+
+def wait_for(predicate, timeout: float, what: str, step: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def start_worker(node: str, env: dict, log_dir: Path) -> subprocess.Popen:
+    log = open(log_dir / f"worker-{node}.log", "wb")
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", f"node.{node}", "-n", f"{node}@%h",
+         "--without-gossip", "--without-mingle", "-l", "info"],
+        cwd=ROOT, env={**env, "TIDEPOOL_NODE_NAME": node}, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_lost_node_job_restarts_on_other_node(postgres_db, redis_url, settings, tmp_path):
+    from config.celery import app
+
+    app.conf.broker_url = redis_url
+    settings.TIDEPOOL_NODE_TIMEOUT = 3
+    settings.TIDEPOOL_RESTART_BACKOFF_BASE = 0.5
+    settings.REDIS_URL = redis_url
+    data_dir = tmp_path / "var"
+    db = postgres_db.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        "REDIS_URL": redis_url,
+        "TIDEPOOL_EXECUTOR": "celery",
+        "TIDEPOOL_DATA_DIR": str(data_dir),
+        "TIDEPOOL_HEARTBEAT_SECONDS": "0.5",
+        "TIDEPOOL_GRACE_SECONDS": "3",
+        "TIDEPOOL_NODE_GPU_TYPE": "A100",
+        "TIDEPOOL_NODE_GPUS": "2",
+        "TIDEPOOL_NODE_CPU": "4",
+        "TIDEPOOL_NODE_MEMORY_GIB": "8",
+    }
+    user = get_user_model().objects.create_user("ana")
+    space = Workspace.objects.create(name="team-a")
+    space.members.add(user)
+    quota_create(name="team-a", min_gpus={"A100": 4}, min_cpu=8, min_memory_gib=16, workspaces=[space])
+
+    previous = set_executor(CeleryExecutor())
+    workers = {name: start_worker(name, env, tmp_path) for name in ("node-a", "node-b")}
+    workdir = data_dir / "pods"
+    try:
+        wait_for(lambda: Node.objects.filter(name__in=workers, last_heartbeat__isnull=False).count() == 2,
+                 60, "both workers to register their nodes")
+        job = job_submit(user=user, workspace=space, quota=space.quotas.get(), name="resilient",
+                         command=POD_COMMAND, roles=[{"name": "worker", "pod_count": 1, "gpus": 2}],
+                         fault_tolerance=True, max_restarts=2)
+
+        def running_on() -> str | None:
+            schedule_once()
+            pod = Pod.objects.filter(job=job, status=PodStatus.RUNNING).select_related("node").first()
+            return pod.node.name if pod else None
+
+        assert wait_for(running_on, 30, "the job to run") == "node-a"  # best fit, then name
+        first = Pod.objects.get(job=job, attempt=1)
+        assert first.gpu_indices == [0, 1]
+
+        # Node A dies: its worker is killed, and so are the pods it ran (the machine is gone).
+        workers["node-a"].kill()
+        workers["node-a"].wait(10)
+        pgid_file = wait_for(lambda: next(workdir.rglob("pgid-1"), None), 10, "the pod's pid file")
+        kill_group(int(pgid_file.read_text()))
+
+        def lost() -> bool:
+            schedule_once()
+            return Node.objects.get(name="node-a").lost
+
+        wait_for(lost, 20, "node A to be marked lost", step=0.5)
+        first.refresh_from_db()
+        assert first.status == PodStatus.FAILED and "lost" in first.reason
+
+        def finished() -> str | None:
+            schedule_once()
+            job.refresh_from_db()
+            return job.status if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED) else None
+
+        assert wait_for(finished, 60, "the job to finish on node B", step=0.5) == JobStatus.SUCCEEDED
+        second = Pod.objects.get(job=job, attempt=2)
+        assert second.node.name == "node-b" and second.status == PodStatus.SUCCEEDED
+        assert job.restart_count == 1
+        kinds = list(job.events.values_list("kind", flat=True))
+        assert "node-lost" in kinds and "restarting" in kinds and kinds[-1] == "succeeded"
+        log = (workdir / f"job-{job.pk}" / "attempt-2" / "worker-0.log").read_text()
+        assert "rank=0 gpus=0,1" in log and "done" in log  # CUDA_VISIBLE_DEVICES matches the record
+    finally:
+        set_executor(previous)
+        for process in workers.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)  # warm shutdown: drains the node
+        for process in workers.values():
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                kill_group(process.pid)
+                process.wait(5)
+        for pgid_file in workdir.rglob("pgid-*") if workdir.exists() else []:
+            kill_group(int(pgid_file.read_text()))
