@@ -17,9 +17,10 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Prefetch
+from django.db.models import F, Prefetch
 from django.utils import timezone
 
+from scheduler.bulk import set_column
 from scheduler.engine.cycle import run_cycle
 from scheduler.engine.types import Decisions
 from scheduler.models import (
@@ -158,13 +159,16 @@ def apply_decisions(decisions: Decisions, index: SnapshotIndex, now: datetime) -
         admitted_jobs.append(job)
         launches.append((job, pods))
     if admitted_jobs:
-        # Batched: a cycle may admit thousands of jobs.
-        Job.objects.bulk_update(
-            admitted_jobs,
-            ["status", "in_quota", "gpu_type", "attempt", "started_at", "nominated_nodes", "waiting_reason",
-             "queue_position", "stop_outcome"],
-            batch_size=500,
-        )
+        # Batched: a cycle may admit thousands of jobs. Rows differ only in in_quota, gpu_type and attempt.
+        groups: dict[tuple[bool, str], list[int]] = defaultdict(list)
+        for job in admitted_jobs:
+            groups[(job.in_quota, job.gpu_type)].append(job.pk)
+        for (in_quota, gpu_type), ids in groups.items():
+            Job.objects.filter(pk__in=ids).update(
+                status=JobStatus.ENV_PREPARING, in_quota=in_quota, gpu_type=gpu_type, attempt=F("attempt") + 1,
+                started_at=now, nominated_nodes=None, waiting_reason="", queue_position=None, stop_outcome="",
+                updated_at=now,
+            )
         Pod.objects.bulk_create(new_pods, batch_size=500)
         JobEvent.objects.bulk_create(events, batch_size=500)
         changed.extend(admitted_jobs)
@@ -188,18 +192,31 @@ def apply_decisions(decisions: Decisions, index: SnapshotIndex, now: datetime) -
         job_event(job, "promoted", f"promoted to In Quota: quota {job.quota.name} has room now")
         changed.append(job)
 
-    to_update: list[Job] = []
+    # Pending jobs: queue positions shift whenever a job ahead leaves the queue, so they are
+    # written in one pass; reasons are shared by many jobs, so one UPDATE per distinct reason.
+    positions: list[tuple[int, int]] = []
+    by_reason: dict[str, list[int]] = defaultdict(list)
+    renominated: list[int] = []
     for position, key in enumerate(decisions.pending, start=1):
         job = index.jobs[key]
         reason = decisions.reasons.get(key, "")[:500]
-        if job.queue_position != position or job.waiting_reason != reason or job.nominated_nodes:
-            job.queue_position = position
-            job.waiting_reason = reason
-            job.nominated_nodes = None
-            to_update.append(job)
-    if to_update:
-        Job.objects.bulk_update(to_update, ["queue_position", "waiting_reason", "nominated_nodes"], batch_size=500)
-        changed.extend(to_update)
+        touched = False
+        if job.queue_position != position:
+            positions.append((job.pk, position))
+            touched = True
+        if job.waiting_reason != reason:
+            by_reason[reason].append(job.pk)
+            touched = True
+        if job.nominated_nodes:  # a withdrawn nomination
+            renominated.append(job.pk)
+            touched = True
+        if touched:
+            changed.append(job)
+    set_column(Job, "queue_position", positions)
+    for reason, ids in by_reason.items():
+        Job.objects.filter(pk__in=ids).update(waiting_reason=reason)
+    if renominated:
+        Job.objects.filter(pk__in=renominated).update(nominated_nodes=None)
 
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id) for job in changed])
     if decisions.admitted or decisions.preempted or decisions.promoted:

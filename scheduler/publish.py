@@ -35,10 +35,16 @@ def register_server_loop(loop: asyncio.AbstractEventLoop) -> None:
         _server_loop = loop
 
 
-def _send(group: str, message: dict) -> None:
+def _send_many(messages: list[tuple[str, dict]]) -> None:
+    """Deliver (group, message) pairs in one hop to the event loop that owns the channel layer."""
     layer = get_channel_layer()
-    if layer is None:
+    if layer is None or not messages:
         return
+
+    async def deliver() -> None:
+        for group, message in messages:
+            await layer.group_send(group, message)
+
     loop = _server_loop
     try:
         running = asyncio.get_running_loop()
@@ -47,15 +53,19 @@ def _send(group: str, message: dict) -> None:
     try:
         if loop is not None and loop.is_running():
             if running is loop:
-                loop.create_task(layer.group_send(group, message))
+                loop.create_task(deliver())
             else:
-                asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
+                asyncio.run_coroutine_threadsafe(deliver(), loop)
         elif running is None:
-            async_to_sync(layer.group_send)(group, message)
+            async_to_sync(deliver)()
         else:
-            running.create_task(layer.group_send(group, message))
+            running.create_task(deliver())
     except Exception:  # a broadcast is best effort: clients re-fetch on reconnect
-        log.exception("publish to %s failed", group)
+        log.exception("publish of %d message(s) failed", len(messages))
+
+
+def _send(group: str, message: dict) -> None:
+    _send_many([(group, message)])
 
 
 def jobs_group(workspace_id: int) -> str:
@@ -74,11 +84,12 @@ def publish_jobs_changed(changes: Iterable[tuple[int, int]]) -> None:
     by_workspace: dict[int, list[int]] = {}
     for job_id, workspace_id in changes:
         by_workspace.setdefault(workspace_id, []).append(job_id)
+    messages: list[tuple[str, dict]] = []
     for workspace_id, job_ids in by_workspace.items():
         ids = sorted(set(job_ids))
-        _send(jobs_group(workspace_id), {"type": "jobs.changed", "job_ids": ids})
-        for job_id in ids:
-            _send(job_group(job_id), {"type": "job.changed", "job_id": job_id})
+        messages.append((jobs_group(workspace_id), {"type": "jobs.changed", "job_ids": ids}))
+        messages.extend((job_group(job_id), {"type": "job.changed", "job_id": job_id}) for job_id in ids)
+    _send_many(messages)
 
 
 def publish_jobs_changed_on_commit(changes: Iterable[tuple[int, int]]) -> None:

@@ -91,6 +91,7 @@ class Capacity:
         self.nodes: dict[str, NodeState] = {node.name: NodeState(node) for node in nodes}
         self._groups: dict[tuple[str, str], _Group] = {}
         self._pool_groups: dict[str, list[tuple[str, _Group]]] = {}  # pool -> [(model, group)] by model
+        self._models: dict[str, list[str]] = {}  # pool -> GPU models, by name
 
     # --- building ------------------------------------------------------------------------------------
 
@@ -127,12 +128,14 @@ class Capacity:
         self._pool_groups = {}
         for (pool, model), group in self._groups.items():
             self._pool_groups.setdefault(pool, []).append((model, group))
+            if len(group.buckets) > 1:  # nodes with GPUs
+                self._models.setdefault(pool, []).append(model)
 
     # --- reading -------------------------------------------------------------------------------------
 
     def models(self, pool: str) -> list[str]:
         """GPU models a job of this pool may land on, in name order (the order unnamed-model jobs try)."""
-        return [model for model, group in self._pool_groups.get(pool, ()) if len(group.buckets) > 1]
+        return self._models.get(pool, [])
 
     def _groups_for(self, pool: str, model: str | None) -> list[_Group]:
         if model is None:

@@ -211,10 +211,10 @@ class _Cycle:
         return None
 
     def _never_fits_reason(self, demand: Demand) -> NeverFits | None:
-        pods = demand.job.pods
-        key = (demand.pool, tuple((p.gpus, p.gpu_type, p.cpu_m, p.memory_mib) for p in pods))
+        # Sizes in placement order and the models named say all that matters about the pods.
+        key = (demand.pool, demand.models_named, demand.order)
         if key not in self._never_fits:
-            self._never_fits[key] = unplaceable_reason(pods, self.nodes, demand.pool or "")
+            self._never_fits[key] = unplaceable_reason(demand.job.pods, self.nodes, demand.pool or "")
         why = self._never_fits[key]
         return NeverFits(why) if why else None
 

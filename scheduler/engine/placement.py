@@ -51,8 +51,6 @@ def scan_place(order: Sequence[PodSize], available: Mapping[Any, Sequence[int]])
     Used where capacity is hypothetical: victims not yet chosen (reclaim), an empty pool (submission).
     The keys are nodes (anything with a `name`: a NodeState or a Node).
     """
-    if len({size[1:] for size in order}) == 1:
-        return _holds_count(order[0][1:], len(order), available.values())
     left = {node: list(amounts) for node, amounts in available.items()}
     for _, g, c, m in order:
         best: Any = None
@@ -71,16 +69,24 @@ def scan_place(order: Sequence[PodSize], available: Mapping[Any, Sequence[int]])
     return True
 
 
+def equal_pods_held(size: Sequence[int], amounts: Sequence[int], limit: int) -> int:
+    """How many pods of `size` fit in `amounts` (at most `limit`: a pod asking nothing fits any number).
+
+    For a gang of equal pods best fit places exactly as many pods as the nodes hold in all: each
+    node holds this many whatever the order, and placing one lowers it by one. So such a gang fits
+    iff the total reaches its pod count, and counting replaces placing.
+    """
+    held = limit
+    for need, have in zip(size, amounts, strict=True):
+        if need:
+            held = min(held, have // need)
+    return max(held, 0)
+
+
 def _holds_count(size: Sequence[int], count: int, available: Iterable[Sequence[int]]) -> bool:
-    """Equal pods: best fit places exactly as many as the nodes hold in all (each node holds
-    floor(available / size) of them, whatever the order), so count instead of placing."""
     held = 0
     for amounts in available:
-        fit = count
-        for need, have in zip(size, amounts, strict=True):
-            if need:
-                fit = min(fit, have // need)
-        held += max(fit, 0)
+        held += equal_pods_held(size, amounts, count)
         if held >= count:
             return True
     return False
@@ -115,8 +121,11 @@ def unplaceable_reason(pods: Sequence[Pod], nodes: Iterable[Node], pool: str) ->
     order = placement_order(pods)
     models = sorted({n.gpu_type for n in candidates}) if needs_gpus or named else [None]
     for model in models:
-        empty = {n: (n.gpus, n.cpu_m, n.memory_mib) for n in candidates if model in (None, n.gpu_type)}
-        if scan_place(order, empty):
+        of_model = [n for n in candidates if model in (None, n.gpu_type)]
+        if len({size[1:] for size in order}) == 1:  # equal pods: count, no need to place
+            if _holds_count(order[0][1:], len(order), ((n.gpus, n.cpu_m, n.memory_mib) for n in of_model)):
+                return None
+        elif scan_place(order, {n: (n.gpus, n.cpu_m, n.memory_mib) for n in of_model}):
             return None
     label = named[0] if named else "GPUs"
     for pod in sorted(pods, key=lambda p: (-p.gpus, -p.cpu_m, -p.memory_mib)):

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from .capacity import NodeState
 from .demand import PodSize
-from .placement import scan_place
+from .placement import equal_pods_held, scan_place
 from .types import Job
 
 # A victim's pod: where it runs and what it holds there (GPUs, CPU millicores, memory MiB).
@@ -78,12 +78,8 @@ class Fit(Protocol):
 
 
 class CountingFit:
-    """For a gang whose pods are all one size.
-
-    Best fit then places exactly as many pods as the nodes hold in all: each node holds
-    floor(available / size) of them whatever the order, and placing one lowers that by one. So the
-    gang fits iff that total reaches the pod count, and a victim changes only its own nodes' terms.
-    """
+    """For a gang whose pods are all one size: it fits iff the nodes hold that many pods in all
+    (`placement.equal_pods_held`), and a victim changes only its own nodes' terms."""
 
     def __init__(
         self,
@@ -92,7 +88,7 @@ class CountingFit:
         base: Iterable[NodeState],
         could_host: Callable[[NodeState], bool],
     ) -> None:
-        self.g, self.c, self.m = shape
+        self.shape = shape
         self.count = count
         self.could_host = could_host
         self.available: dict[NodeState, list[int]] = {}
@@ -101,14 +97,7 @@ class CountingFit:
         self.total = sum(self._holds(n.free_g + n.rel_g, n.free_c + n.rel_c, n.free_m + n.rel_m) for n in base)
 
     def _holds(self, g: int, c: int, m: int) -> int:
-        held = self.count  # a dimension the pod does not ask for never limits it
-        if self.g:
-            held = min(held, g // self.g)
-        if self.c:
-            held = min(held, c // self.c)
-        if self.m:
-            held = min(held, m // self.m)
-        return max(held, 0)
+        return equal_pods_held(self.shape, (g, c, m), self.count)
 
     def add(self, victim: Victim, sign: int = 1) -> None:
         for node, g, c, m in victim.pods:

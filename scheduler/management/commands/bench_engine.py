@@ -1,0 +1,160 @@
+"""Benchmark: engine decisions per second, a reclaim-heavy cycle, and one full cycle through the database.
+
+    python manage.py bench_engine [--nodes 1000] [--pending 10000] [--quotas 20] [--skip-db]
+
+The full cycle runs in a throwaway test database (created and dropped here) of whatever
+DATABASE_URL names: PostgreSQL in production. Pods are not started (no executor runs them):
+it measures scheduling, from reading the rows to the committed decisions. The last line
+printed is one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import defaultdict
+from decimal import Decimal
+
+from django.core.management.base import BaseCommand
+from django.db import connection
+from django.utils import timezone
+
+from scheduler.engine.bench import build_synthetic_snapshot, measure
+from scheduler.engine.types import CPU, GPU_PREFIX, MEMORY
+
+
+class CountingExecutor:
+    """Counts what would be launched: the benchmark measures scheduling, not process starts."""
+
+    def __init__(self) -> None:
+        self.pods = 0
+
+    def launch(self, launches) -> None:
+        self.pods += sum(len(pods) for _job, pods in launches)
+
+    def terminate(self, refs, *, grace_s: float, outcome: str) -> None:
+        pass
+
+
+def _gpus(vector) -> dict[str, int]:
+    return {k.removeprefix(GPU_PREFIX): v for k, v in vector.items() if k.startswith(GPU_PREFIX)}
+
+
+def full_cycle_on_database(*, pending: int, quotas: int, gpus_per_node: int, seed: int) -> dict:
+    """Load `pending` queued jobs (Philly size mix, the synthetic teams) onto an empty cluster sized to
+    hold them all, each team guaranteed what it queues, then time one schedule_once(): snapshot,
+    engine, decisions written, commit."""
+    from scheduler.executors import set_executor
+    from scheduler.loop import schedule_once
+    from scheduler.models import Job, JobRole, JobStatus, Node, ResourceQuota, Workspace
+
+    synthetic = build_synthetic_snapshot(nodes=10, gpus_per_node=gpus_per_node, quotas=quotas, pending=pending,
+                                         seed=seed, busy=0.0)
+    queued = [job for job in synthetic.jobs if job.phase == "pending"]
+    # Enough whole nodes of each model for every queued job (plus 25 % for fragmentation).
+    need: dict[str, int] = defaultdict(int)
+    for job in queued:
+        model = job.pods[0].gpu_type or "A100"
+        need[model] += sum(p.gpus for p in job.pods)
+    nodes = []
+    for model, gpus in sorted(need.items()):
+        for i in range(math.ceil(gpus * 1.25 / gpus_per_node)):
+            nodes.append(Node(name=f"{model.lower()}-{i:05d}", gpu_type=model, gpu_count=gpus_per_node,
+                              cpu=Decimal(gpus_per_node * 12), memory_gib=Decimal(gpus_per_node * 80),
+                              inventory_source="demo"))
+    Node.objects.bulk_create(nodes, batch_size=1000)
+    capacity: dict[str, int] = defaultdict(int)
+    for node in nodes:
+        capacity[node.gpu_type] += node.gpu_count
+    space = Workspace.objects.create(name="bench")
+    root = ResourceQuota.objects.create(
+        name="root", min_gpus=dict(capacity), min_cpu=sum(n.cpu for n in nodes),
+        min_memory_gib=sum(n.memory_gib for n in nodes),
+    )
+    # Each team is guaranteed what it queues (so every job is admitted In Quota), the rest stays idle.
+    demand: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for job in queued:
+        demand[job.quota][job.pods[0].gpu_type or "A100"] += sum(p.gpus for p in job.pods)
+    rows = [
+        ResourceQuota(name=team, parent=root, min_gpus=dict(gpus),
+                      min_cpu=Decimal(12 * sum(gpus.values())), min_memory_gib=Decimal(80 * sum(gpus.values())))
+        for team, gpus in sorted(demand.items())
+    ]
+    ResourceQuota.objects.bulk_create(rows)
+    by_name = {q.name: q for q in ResourceQuota.objects.all()}
+    for quota in by_name.values():
+        quota.workspaces.add(space)
+    now = timezone.now()
+    jobs = [
+        Job(name=job.name, workspace=space, quota=by_name[job.quota], command="train", priority=job.priority,
+            idle_mode="off", status=JobStatus.QUEUING, queue_time=now - timezone.timedelta(seconds=len(queued) - i))
+        for i, job in enumerate(queued)
+    ]
+    Job.objects.bulk_create(jobs, batch_size=1000)
+    roles = []
+    for row, job in zip(jobs, queued, strict=True):
+        pod = job.pods[0]
+        roles.append(JobRole(job=row, name="worker", pod_count=len(job.pods), gpu_type=pod.gpu_type or "",
+                             gpus=pod.gpus, cpu=Decimal(pod.cpu_m) / 1000, memory_gib=Decimal(pod.memory_mib) / 1024))
+    JobRole.objects.bulk_create(roles, batch_size=1000)
+
+    executor = CountingExecutor()
+    previous = set_executor(executor)
+    try:
+        started = time.perf_counter()
+        result = schedule_once()
+        wall = time.perf_counter() - started
+    finally:
+        set_executor(previous)
+    return {
+        "db_vendor": connection.vendor,
+        "db_nodes": len(nodes),
+        "db_queued": len(queued),
+        "db_admitted": result.admitted,
+        "db_pods_started": executor.pods,
+        "db_full_cycle_s": round(wall, 3),
+    }
+
+
+class Command(BaseCommand):
+    help = "Measure engine decisions/s, a reclaim-heavy cycle, and one full cycle through the database."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--nodes", type=int, default=1000)
+        parser.add_argument("--gpus-per-node", type=int, default=8)
+        parser.add_argument("--quotas", type=int, default=20)
+        parser.add_argument("--pending", type=int, default=10000)
+        parser.add_argument("--reclaim-pending", type=int, default=2000)
+        parser.add_argument("--repeat", type=int, default=3, help="engine cycles timed; the best is kept")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--skip-db", action="store_true", help="engine figures only")
+
+    def handle(self, *args, nodes, gpus_per_node, quotas, pending, reclaim_pending, repeat, seed, skip_db, **opts):
+        self.stdout.write(f"engine: {nodes} nodes × {gpus_per_node} GPUs, {quotas} quotas, {pending} queued jobs")
+        figures = measure(nodes=nodes, gpus_per_node=gpus_per_node, quotas=quotas, pending=pending, seed=seed,
+                          repeat=repeat, reclaim_pending=reclaim_pending)
+        self.stdout.write(
+            f"  full cycle: {figures['cycle_s']:.3f} s for {figures['queued']} queued jobs "
+            f"= {figures['decisions_per_s']:,} decisions/s ({figures['admitted']} admitted, "
+            f"{figures['preempted']} preempted, {figures['nominated']} nominated)"
+        )
+        self.stdout.write(
+            f"  reclaim-heavy cycle: {figures['reclaim_cycle_s']:.3f} s for {figures['reclaim_queued']} "
+            f"queued In Quota jobs ({figures['reclaim_preempted']} preempted, "
+            f"{figures['reclaim_nominated']} nominated)"
+        )
+        if not skip_db:
+            self.stdout.write(f"database: creating a throwaway {connection.vendor} test database …")
+            old_name = connection.settings_dict["NAME"]
+            connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+            try:
+                figures.update(full_cycle_on_database(pending=pending, quotas=quotas,
+                                                      gpus_per_node=gpus_per_node, seed=seed))
+            finally:
+                connection.creation.destroy_test_db(old_name, verbosity=0)
+            self.stdout.write(
+                f"  full cycle through {figures['db_vendor']}: {figures['db_full_cycle_s']:.3f} s, "
+                f"{figures['db_admitted']} of {figures['db_queued']} jobs admitted on {figures['db_nodes']} nodes"
+            )
+        self.stdout.write(json.dumps(figures))
