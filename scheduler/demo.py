@@ -55,6 +55,54 @@ def example_command(steps: int = 600, step_sleep: float = 0.05) -> str:
     return f"{sys.executable} {script} --steps {steps} --checkpoint-every 50 --step-sleep {step_sleep}"
 
 
+@dataclass(frozen=True)
+class SampleJob:
+    name: str
+    owner: str
+    workspace: str
+    quota: str
+    gpus: int
+    pods: int
+    idle_mode: str
+    steps: int
+
+
+# A few minutes of real training each (the example script, checkpointing every 50 steps).
+# research borrows idle GPUs beyond its small quota; submit a team-vision job of 16 GPUs to watch
+# the borrower get reclaimed, save its checkpoint and resume elsewhere.
+SAMPLE_JOBS = (
+    SampleJob("vision-resnet", "alice", "vision", "team-vision", 4, 2, "off", 4000),
+    SampleJob("language-bert", "bob", "language", "team-language", 8, 1, "acceptable", 3000),
+    SampleJob("research-sweep", "admin", "research", "team-research", 8, 1, "only", 6000),
+)
+
+
+def seed_sample_jobs() -> list[str]:
+    """Submit the sample jobs that do not exist yet (through the normal submission service)."""
+    from scheduler.models import Job
+    from scheduler.services.jobs import job_submit
+
+    User = get_user_model()
+    created = []
+    for sample in SAMPLE_JOBS:
+        if Job.objects.filter(name=sample.name).exists():
+            continue
+        job_submit(
+            user=User.objects.get(username=sample.owner),
+            workspace=Workspace.objects.get(name=sample.workspace),
+            quota=ResourceQuota.objects.get(name=sample.quota),
+            name=sample.name,
+            command=example_command(steps=sample.steps, step_sleep=0.1),
+            roles=[{"name": "worker", "pod_count": sample.pods, "gpu_type": "A100", "gpus": sample.gpus,
+                    "cpu": 4, "memory_gib": 16}],
+            idle_mode=sample.idle_mode,
+            fault_tolerance=True,
+            max_restarts=5,
+        )
+        created.append(sample.name)
+    return created
+
+
 @transaction.atomic
 def seed_demo() -> dict[str, int]:
     workspaces = {}

@@ -26,6 +26,8 @@ class PodAgent:
         self.supervisor = PodSupervisor(on_exit=self._exited)
         self._progress: dict[tuple[int, int], tuple[int, str]] = {}  # (pod, attempt) -> (job id, file)
         self._lock = threading.Lock()
+        self._unreported: set[tuple[int, int]] = set()  # started here, exit not yet written
+        self._all_reported = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._poll_s = progress_poll_s
         self._watcher = threading.Thread(target=self._watch_progress, name="tidepool-progress", daemon=True)
@@ -44,8 +46,9 @@ class PodAgent:
             return
         if not started:
             return
-        if pod.rank == 0:
-            with self._lock:
+        with self._lock:
+            self._unreported.add((pod.pk, pod.attempt))
+            if pod.rank == 0:
                 self._progress[(pod.pk, pod.attempt)] = (job.pk, str(pod_progress_path(pod)))
         pod_running(pod_id=pod.pk, attempt=pod.attempt)
 
@@ -79,6 +82,9 @@ class PodAgent:
             log.exception("could not record the exit of pod %s attempt %s", pod_id, attempt)
         finally:
             close_old_connections()
+            with self._lock:
+                self._unreported.discard((pod_id, attempt))
+                self._all_reported.notify_all()
 
     @staticmethod
     def _relay_progress(job_id: int, attempt: int, path: str) -> None:
@@ -99,6 +105,9 @@ class PodAgent:
                     log.exception("progress report of job %s failed", job_id)
             close_old_connections()
 
-    def shutdown(self, grace_s: float, outcome: str = "preempted") -> None:
+    def shutdown(self, grace_s: float, outcome: str = "preempted", report_timeout_s: float = 15.0) -> None:
+        """Terminate every pod, wait for them to exit, then for their exits to be written."""
         self._stop.set()
         self.supervisor.shutdown(grace_s, outcome)
+        with self._lock:
+            self._all_reported.wait_for(lambda: not self._unreported, timeout=report_timeout_s)

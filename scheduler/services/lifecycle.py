@@ -154,6 +154,14 @@ def _settle(job: Job) -> None:
             why = "fault tolerance is off" if not job.fault_tolerance else f"all {job.max_restarts} restarts used"
             job_event(job, "failed", f"{job.waiting_reason}; not restarted: {why}")
     elif job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
+        unfinished = job.pods.filter(attempt=job.attempt).exclude(status=PodStatus.SUCCEEDED).count()
+        if unfinished:
+            # Pods ended without finishing and nobody asked the job to stop: a failed attempt.
+            job.stop_outcome = "failed"
+            job.waiting_reason = f"{unfinished} pod(s) ended without finishing"
+            job.save(update_fields=["stop_outcome", "waiting_reason", "updated_at"])
+            _settle(job)
+            return
         job.status = JobStatus.SUCCEEDED
         job.finished_at = now
         job.waiting_reason = ""
@@ -229,6 +237,20 @@ def jobs_restart_for_node(*, node: Node, reason: str) -> None:
     for job in Job.objects.select_for_update().filter(pk__in=job_ids):
         if job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
             job_preempt(job=job, reason=reason)
+
+
+@transaction.atomic
+def local_nodes_release(*, reason: str) -> int:
+    """The embedded console is stopping: its pods die with it, so their jobs are preempted now
+    (SIGTERM and the grace period; with fault tolerance they restart at the next start)."""
+    count = 0
+    for node in Node.objects.filter(inventory_source=Node.InventorySource.DEMO):
+        job_ids = set(Pod.objects.filter(node=node, status__in=LIVE_POD_STATUSES).values_list("job_id", flat=True))
+        for job in Job.objects.select_for_update().filter(pk__in=job_ids):
+            if job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
+                job_preempt(job=job, reason=reason)
+                count += 1
+    return count
 
 
 @transaction.atomic

@@ -72,3 +72,15 @@ def test_refuses_development_secret_with_debug_off():
                             text=True, timeout=120)
     assert result.returncode != 0
     assert "SECRET_KEY is the development default but DEBUG is off" in result.stderr
+
+
+@pytest.mark.django_db
+def test_sample_jobs_are_submitted_once_and_use_the_example():
+    from scheduler.models import Job
+
+    call_command("seed_demo", "--sample-jobs", stdout=open(os.devnull, "w"))
+    call_command("seed_demo", "--sample-jobs", stdout=open(os.devnull, "w"))
+    jobs = Job.objects.order_by("name")
+    assert [j.name for j in jobs] == ["language-bert", "research-sweep", "vision-resnet"]
+    assert all("examples/train_linear.py" in j.command and j.fault_tolerance for j in jobs)
+    assert Job.objects.get(name="research-sweep").idle_mode == "only"

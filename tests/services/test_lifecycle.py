@@ -146,3 +146,26 @@ def test_maximum_running_time_stops_the_job(team, recording_executor):
     job.refresh_from_db()
     assert job.status == JobStatus.STOPPING
     assert "maximum running time of 5 min reached" in job.waiting_reason
+
+
+def test_console_stop_preempts_local_jobs_which_restart(team, recording_executor):
+    from scheduler.services.lifecycle import local_nodes_release
+
+    Node.objects.update(inventory_source="demo")
+    job = run_job(team, recording_executor, pods=1, fault_tolerance=True)
+    assert local_nodes_release(reason="the console stopped") == 1
+    job.refresh_from_db()
+    assert job.status == JobStatus.PREEMPTED
+    pod = Pod.objects.get(job=job)
+    pod_exited(pod_id=pod.pk, attempt=pod.attempt, exit_code=0, outcome="preempted")
+    job.refresh_from_db()
+    assert job.status == JobStatus.RESTARTING
+
+
+def test_pods_ending_unasked_is_a_failed_attempt_not_success(team, recording_executor):
+    job = run_job(team, recording_executor, pods=2)
+    for pod in Pod.objects.filter(job=job):
+        pod_exited(pod_id=pod.pk, attempt=pod.attempt, exit_code=-15, outcome="stopped")
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED
+    assert "ended without finishing" in job.events.get(kind="failed").reason

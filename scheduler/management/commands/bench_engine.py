@@ -21,7 +21,7 @@ from django.db import connection
 from django.utils import timezone
 
 from scheduler.engine.bench import build_synthetic_snapshot, measure
-from scheduler.engine.types import CPU, GPU_PREFIX, MEMORY
+from scheduler.engine.types import GPU_PREFIX
 
 
 class CountingExecutor:

@@ -30,8 +30,15 @@ class Command(BaseCommand):
         finally:
             stop.set()
             if settings.TIDEPOOL_EMBEDDED_SCHEDULER:
-                from scheduler.executors import get_executor
+                self._release_pods()
 
-                executor = get_executor()
-                if hasattr(executor, "shutdown"):
-                    executor.shutdown(grace_s=settings.TIDEPOOL_GRACE_SECONDS)
+    def _release_pods(self) -> None:
+        """Pods are children of this process: preempt their jobs (checkpoint on SIGTERM) and wait for them."""
+        from scheduler.executors import get_executor
+        from scheduler.services.lifecycle import local_nodes_release
+
+        count = local_nodes_release(reason="the console stopped: its local pods were preempted")
+        self.stdout.write(f"stopping: {count} running job(s) preempted, waiting up to the grace period")
+        executor = get_executor()
+        if hasattr(executor, "shutdown"):
+            executor.shutdown(grace_s=settings.TIDEPOOL_GRACE_SECONDS)
