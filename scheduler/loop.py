@@ -90,7 +90,8 @@ def housekeeping(now: datetime) -> None:
         with transaction.atomic():
             hang = timedelta(seconds=settings.TIDEPOOL_HANG_TIMEOUT)
             for job in Job.objects.select_for_update().filter(status=JobStatus.RUNNING, stop_outcome=""):
-                last = job.progress.get("updated_at")
+                # Only this attempt's reports count: progress is kept across restarts for display.
+                last = job.progress.get("updated_at") if job.progress.get("attempt") == job.attempt else None
                 last_seen = datetime.fromtimestamp(last, tz=now.tzinfo) if last else job.started_at
                 if last_seen and last_seen + hang <= now:
                     job_fail_attempt(

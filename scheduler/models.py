@@ -231,6 +231,8 @@ class Job(models.Model):
             models.Index(fields=["status"]),
             models.Index(fields=["workspace", "status"]),
             models.Index(fields=["quota", "status"]),
+            models.Index(fields=["created_at", "id"]),  # the job list's default order
+            models.Index(fields=["idle_mode"]),
         ]
 
     def __str__(self) -> str:

@@ -460,3 +460,17 @@ def job_status_counts() -> dict[str, int]:
 def workspaces_overview() -> QuerySet[Workspace]:
     """Every workspace with members and quotas (staff pages)."""
     return Workspace.objects.prefetch_related("members", "quotas").order_by("name")
+
+
+def cluster_fingerprint() -> int:
+    """A hash of what the nodes, quotas and dashboard pages show from the jobs' side: live pods and
+    where they are, and how many jobs are in each status. Equal hashes: those pages need no refresh
+    (e.g. a notice that only a job's training progress moved)."""
+    pods = tuple(
+        Pod.objects.filter(status__in=LIVE_POD_STATUSES)
+        .order_by("pk")
+        .values_list("pk", "status", "terminate_requested", "job__in_quota")
+    )
+    statuses = tuple(sorted(job_status_counts().items()))
+    nodes = tuple(Node.objects.order_by("pk").values_list("pk", "schedulable", "draining", "lost"))
+    return hash((pods, statuses, nodes))

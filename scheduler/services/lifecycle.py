@@ -168,6 +168,7 @@ def _settle(job: Job) -> None:
         job_event(job, "succeeded", "all pods exited with code 0")
     job.save()
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
+    publish_cluster_change_on_commit()  # its GPUs are free again
     wake_scheduler_on_commit()
 
 

@@ -1,0 +1,254 @@
+"""Websocket consumers behind the live pages.
+
+Group messages (scheduler.publish) only say *which* jobs changed. A consumer never forwards
+them: it re-reads through the selectors, as the user it serves, and sends what that user may
+see. Every connection starts with a snapshot, and the browser reconnects with backoff, so a
+message lost while disconnected never leaves a wrong screen.
+
+Close codes: 4401 not logged in, 4403 not allowed (e.g. another workspace's job).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from console.tables import (
+    JobListQuery,
+    build_page,
+    page_ids,
+    render_pager,
+    render_row,
+    render_rows,
+    visible_rows,
+)
+from console.views import render_job_live
+from scheduler.models import FINAL_JOB_STATUSES
+from scheduler.publish import CLUSTER_GROUP, job_group, jobs_group
+from scheduler.selectors import cluster_fingerprint, job_detail, job_for_user, user_workspaces
+
+log = logging.getLogger("tidepool.console.live")
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+
+
+class LiveConsumer(AsyncJsonWebsocketConsumer):
+    """Authentication, group membership, and coalescing of bursts of change notices.
+
+    The scheduler may announce the same jobs several times in one cycle (admitted, then each
+    pod running); notices arriving within `coalesce_s` are answered with one re-read.
+    """
+
+    coalesce_s = 0.15
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        self._joined: list[str] = []
+        self._pending: set[int] = set()
+        self._flusher: asyncio.Task[None] | None = None
+        self._send_lock = asyncio.Lock()
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)  # before accept: the handshake is refused
+            return
+        self.user = user
+        if not await database_sync_to_async(self.authorize)():
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        for group in await database_sync_to_async(self.groups_for_user)():
+            await self.channel_layer.group_add(group, self.channel_name)
+            self._joined.append(group)
+        await self.accept()
+        await self.send_snapshot()
+
+    async def disconnect(self, code: int) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+        for group in self._joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
+        self._joined = []
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "snapshot":
+            await self.on_snapshot_request(content)
+            await self.send_snapshot()
+
+    # Subclasses ------------------------------------------------------------------------------
+
+    def authorize(self) -> bool:
+        return True
+
+    def groups_for_user(self) -> list[str]:
+        raise NotImplementedError
+
+    async def on_snapshot_request(self, content: dict[str, Any]) -> None:
+        """A client asking for a snapshot may also change what it watches."""
+
+    async def send_snapshot(self) -> None:
+        raise NotImplementedError
+
+    async def push_changes(self, job_ids: set[int]) -> None:
+        raise NotImplementedError
+
+    # Coalescing ------------------------------------------------------------------------------
+
+    def notice(self, job_ids: Iterable[Any] = ()) -> None:
+        self._pending.update(i for i in job_ids if isinstance(i, int))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(self.coalesce_s)
+        while True:
+            ids, self._pending = self._pending, set()
+            try:
+                async with self._send_lock:
+                    await self.push_changes(ids)
+            except Exception:  # keep the socket: the next notice or reconnect re-syncs the page
+                log.exception("live update failed for %s", type(self).__name__)
+            if not self._pending:
+                return
+
+
+def _workspace_job_groups(user: Any) -> list[str]:
+    return [jobs_group(pk) for pk in user_workspaces(user=user).values_list("pk", flat=True)]
+
+
+class JobListConsumer(LiveConsumer):
+    """The job list: snapshots of the page the browser shows, then the rows that changed on it.
+
+    The page is the one named by the socket URL's query string (same parameters as the page:
+    filters, sort, page). When a change alters which jobs are on that page (a new job, a status
+    filter no longer matching), the whole page is sent again; otherwise only the changed rows.
+    """
+
+    def groups_for_user(self) -> list[str]:
+        # Staff see every workspace; user_workspaces already answers that.
+        return _workspace_job_groups(self.user)
+
+    async def connect(self) -> None:
+        self.query = JobListQuery.from_query_string(self.scope.get("query_string", b"").decode("latin-1"))
+        self._sent: tuple[list[int], int] | None = None
+        await super().connect()
+
+    async def on_snapshot_request(self, content: dict[str, Any]) -> None:
+        if isinstance(content.get("query"), str):
+            self.query = JobListQuery.from_query_string(content["query"].lstrip("?"))
+
+    async def jobs_changed(self, event: dict[str, Any]) -> None:
+        self.notice(event.get("job_ids") or ())
+
+    async def send_snapshot(self) -> None:
+        async with self._send_lock:
+            await self._send_page()
+
+    async def _send_page(self) -> None:
+        message, sent = await database_sync_to_async(self._snapshot)()
+        self._sent = sent
+        await self.send_json(message)
+
+    def _snapshot(self) -> tuple[dict[str, Any], tuple[list[int], int]]:
+        page = build_page(user=self.user, query=self.query)
+        message = {
+            "type": "snapshot",
+            "rows": render_rows(page),
+            "pager": render_pager(page),
+            "ids": page.ids,
+            "total": page.total,
+        }
+        return message, (page.ids, page.total)
+
+    async def push_changes(self, job_ids: set[int]) -> None:
+        current = await database_sync_to_async(page_ids)(user=self.user, query=self.query)
+        if current != self._sent:
+            await self._send_page()
+            return
+        on_page = [pk for pk in current[0] if pk in job_ids]
+        if not on_page:
+            return
+        rows = await database_sync_to_async(self._rows)(on_page)
+        if rows:
+            await self.send_json({"type": "rows", "rows": rows})
+
+    def _rows(self, job_ids: list[int]) -> list[dict[str, Any]]:
+        return [{"id": job.pk, "html": render_row(job)} for job in visible_rows(user=self.user, job_ids=job_ids)]
+
+
+class JobDetailConsumer(LiveConsumer):
+    """One job's page: status, pods, events and checkpoint information, re-rendered on each change."""
+
+    def authorize(self) -> bool:
+        self.job_id = int(self.scope["url_route"]["kwargs"]["job_id"])
+        return job_for_user(user=self.user, job_id=self.job_id) is not None
+
+    def groups_for_user(self) -> list[str]:
+        return [job_group(self.job_id)]
+
+    async def job_changed(self, event: dict[str, Any]) -> None:
+        self.notice([self.job_id])
+
+    async def send_snapshot(self) -> None:
+        async with self._send_lock:
+            await self.push_changes({self.job_id})
+
+    async def push_changes(self, job_ids: set[int]) -> None:
+        message = await database_sync_to_async(self._render)()
+        if message is None:  # no longer visible (e.g. removed from the workspace)
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        await self.send_json(message)
+
+    def _render(self) -> dict[str, Any] | None:
+        job = job_detail(user=self.user, job_id=self.job_id)
+        if job is None:
+            return None
+        return {
+            "type": "snapshot",
+            "html": render_job_live(job),
+            "status": job.status,
+            "final": job.status in FINAL_JOB_STATUSES,
+        }
+
+
+class ClusterConsumer(LiveConsumer):
+    """Nodes, quotas and the dashboard: a "changed" notice, and the page re-fetches its fragment over
+    HTTP (through the same permission-checked views). No data travels on this socket.
+
+    Quota and node changes come on the `cluster` group. Job notices matter too (a finished job
+    frees its GPUs), but most of them only report training progress: those are filtered out by
+    comparing a fingerprint of the pods and job statuses before saying "changed".
+    """
+
+    coalesce_s = 1.0
+
+    def groups_for_user(self) -> list[str]:
+        return [CLUSTER_GROUP, *_workspace_job_groups(self.user)]
+
+    async def connect(self) -> None:
+        self._fingerprint: int | None = None
+        self._cluster_notice = False
+        await super().connect()
+
+    async def cluster_changed(self, event: dict[str, Any]) -> None:
+        self._cluster_notice = True
+        self.notice()
+
+    async def jobs_changed(self, event: dict[str, Any]) -> None:
+        self.notice()
+
+    async def send_snapshot(self) -> None:
+        # The page's HTML is the snapshot: "ready" tells a reconnected page to re-fetch it.
+        self._fingerprint = await database_sync_to_async(cluster_fingerprint)()
+        await self.send_json({"type": "ready"})
+
+    async def push_changes(self, job_ids: set[int]) -> None:
+        fingerprint = await database_sync_to_async(cluster_fingerprint)()
+        if fingerprint == self._fingerprint and not self._cluster_notice:
+            return
+        self._fingerprint, self._cluster_notice = fingerprint, False
+        await self.send_json({"type": "changed"})

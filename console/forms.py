@@ -1,0 +1,429 @@
+"""Console forms. They parse what the browser sends; the services decide what is allowed.
+
+A service refuses with a ValidationError keyed by field ("name", "quota", "roles[1].gpus",
+"min_gpus", …); `apply_service_errors` puts each message at the field the user typed it in.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.forms import BaseFormSet, formset_factory
+
+from scheduler.models import IdleMode, Job, JobType, ResourceQuota, ResourceType, Workspace
+from scheduler.selectors import QuotaChoice, gpu_models_by_pool, quota_choices, user_workspaces
+from scheduler.services.jobs import NAME_PATTERN
+
+ENV_LINE = re.compile(r"^\s*([^=\s]+)\s*=(.*)$")
+ROLE_ERROR_KEY = re.compile(r"^roles\[(\d+)\]\.(\w+)$")
+
+IDLE_MODE_HELP: dict[str, str] = {
+    IdleMode.OFF: "Run only on the quota's guaranteed resources. Never preempted; waits when the quota is full.",
+    IdleMode.ACCEPTABLE: (
+        "Use the quota first; when it is full, start on idle resources (Not in Quota, may be preempted) "
+        "and move In Quota once the quota has room."
+    ),
+    IdleMode.ONLY: "Run only on idle resources: always Not in Quota, and preempted whenever an owner reclaims them.",
+}
+
+
+class IdleModeSelect(forms.RadioSelect):
+    """Radio buttons whose options carry their one-line explanation."""
+
+    option_template_name = "console/widgets/idle_mode_option.html"
+
+    def create_option(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        option = super().create_option(*args, **kwargs)
+        option["help"] = IDLE_MODE_HELP.get(option["value"], "")
+        return option
+
+
+def parse_environment(text: str) -> dict[str, str]:
+    """KEY=value per line; blank lines and # comments are skipped. Names are checked by the service."""
+    env: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = ENV_LINE.match(line)
+        if not match:
+            raise ValidationError(f"Line {number} is not KEY=value: {line.strip()[:60]!r}.")
+        env[match.group(1)] = match.group(2).strip()
+    return env
+
+
+def format_environment(env: Mapping[str, str]) -> str:
+    return "\n".join(f"{key}={value}" for key, value in env.items())
+
+
+class JobSubmitForm(forms.Form):
+    """The job fields of PAI-DLC's submission page; roles come in `RoleFormSet`."""
+
+    token = forms.UUIDField(widget=forms.HiddenInput)
+    name = forms.CharField(
+        max_length=100,
+        help_text="Lowercase letters, digits and dashes, e.g. bert-large-finetune.",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )
+    workspace = forms.ModelChoiceField(queryset=Workspace.objects.none(), empty_label=None)
+    job_type = forms.ChoiceField(label="Job type", choices=JobType.choices, initial=JobType.PYTORCH)
+    image = forms.CharField(
+        max_length=255,
+        required=False,
+        help_text="Container image, e.g. pytorch/pytorch:2.4.0-cuda12.4 (recorded with the job).",
+    )
+    command = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        help_text="Run with /bin/sh -c in each instance. RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and "
+        "CUDA_VISIBLE_DEVICES are set for you.",
+    )
+    environment = forms.CharField(
+        label="Environment variables",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "placeholder": "NCCL_DEBUG=INFO"}),
+        help_text="One KEY=value per line.",
+    )
+    data_mount = forms.CharField(label="Data mount path", max_length=255, required=False)
+    code_mount = forms.CharField(
+        label="Code mount path", max_length=255, required=False, help_text="Working directory of the command."
+    )
+    quota = forms.TypedChoiceField(label="Resource Quota", coerce=int, choices=())
+    priority = forms.TypedChoiceField(
+        coerce=int,
+        choices=[(n, str(n)) for n in range(1, 10)],
+        initial=1,
+        help_text="1–9; higher runs first, and reclaims idle resources from lower-priority jobs first.",
+    )
+    idle_mode = forms.ChoiceField(
+        label="Idle Resources", choices=IdleMode.choices, initial=IdleMode.OFF, widget=IdleModeSelect
+    )
+    max_running_minutes = forms.IntegerField(
+        label="Maximum running time (minutes)",
+        required=False,
+        min_value=1,
+        help_text="Empty: no limit. The job is stopped when it has run this long.",
+    )
+    fault_tolerance = forms.BooleanField(
+        label="Automatic fault tolerance",
+        required=False,
+        help_text="Restart the job automatically after a preemption, a failed instance or a lost node.",
+    )
+    max_restarts = forms.IntegerField(label="Max restarts", min_value=0, initial=3)
+    checkpoint_dir = forms.CharField(
+        label="Checkpoint directory",
+        max_length=255,
+        required=False,
+        help_text="Empty: a directory of the job's own under the cluster's data directory.",
+    )
+
+    def __init__(self, *args: Any, user: AbstractBaseUser, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.fields["workspace"].queryset = user_workspaces(user=user)
+        self.quota_options: list[QuotaChoice] = quota_choices(user=user)
+        self.fields["quota"].choices = [(c.quota.pk, c.quota.name) for c in self.quota_options]
+        if not self.is_bound and not self.initial.get("token"):
+            self.initial["token"] = uuid.uuid4()
+
+    def clean_name(self) -> str:
+        # The service checks this too; checking here as well shows it together with the other errors.
+        name = self.cleaned_data["name"].strip()
+        if not NAME_PATTERN.match(name):
+            raise ValidationError(
+                "A job name is 1–100 lowercase letters, digits or dashes, starting and ending with a letter or digit."
+            )
+        return name
+
+    def clean_environment(self) -> dict[str, str]:
+        return parse_environment(self.cleaned_data.get("environment") or "")
+
+    def quota_object(self) -> ResourceQuota | None:
+        quota_id = self.cleaned_data.get("quota")
+        return next((c.quota for c in self.quota_options if c.quota.pk == quota_id), None)
+
+    def selected_quota_id(self) -> int | None:
+        try:
+            return int(self["quota"].value())
+        except (TypeError, ValueError):
+            return None
+
+    def service_kwargs(self, roles: list[dict[str, Any]]) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {
+            "user": self.user,
+            "workspace": data["workspace"],
+            "quota": self.quota_object(),
+            "name": data["name"],
+            "command": data["command"],
+            "roles": roles,
+            "job_type": data["job_type"],
+            "image": data["image"],
+            "environment": data["environment"],
+            "data_mount": data["data_mount"],
+            "code_mount": data["code_mount"],
+            "priority": data["priority"],
+            "idle_mode": data["idle_mode"],
+            "max_running_minutes": data["max_running_minutes"],
+            "fault_tolerance": data["fault_tolerance"],
+            "max_restarts": data["max_restarts"],
+            "checkpoint_dir": data["checkpoint_dir"],
+        }
+
+    @staticmethod
+    def initial_from_job(job: Job) -> dict[str, Any]:
+        """The form filled from an existing job ("Clone"): same settings, a new name."""
+        suffix = "-clone"
+        return {
+            "name": job.name[: 100 - len(suffix)] + suffix,
+            "workspace": job.workspace_id,
+            "job_type": job.job_type,
+            "image": job.image,
+            "command": job.command,
+            "environment": format_environment(job.environment or {}),
+            "data_mount": job.data_mount,
+            "code_mount": job.code_mount,
+            "quota": job.quota_id,
+            "priority": job.priority,
+            "idle_mode": job.idle_mode,
+            "max_running_minutes": job.max_running_minutes,
+            "fault_tolerance": job.fault_tolerance,
+            "max_restarts": job.max_restarts,
+            # A clone writes its own checkpoints unless the original chose a directory on purpose.
+            "checkpoint_dir": "" if job.checkpoint_dir.endswith(f"job-{job.pk}") else job.checkpoint_dir,
+        }
+
+
+class RoleForm(forms.Form):
+    """One role (e.g. master, worker): instance count and per-instance resources."""
+
+    name = forms.CharField(max_length=32, initial="worker")
+    pod_count = forms.IntegerField(label="Instances", min_value=1, initial=1)
+    gpu_type = forms.ChoiceField(label="GPU model", required=False)
+    gpus = forms.IntegerField(label="GPUs", min_value=0, initial=1)
+    cpu = forms.DecimalField(label="CPU cores", min_value=0, max_digits=10, decimal_places=3, initial=4)
+    memory_gib = forms.DecimalField(label="Memory (GiB)", min_value=0, max_digits=12, decimal_places=3, initial=32)
+    shared_memory_gib = forms.DecimalField(
+        label="Shared mem (GiB)", min_value=0, max_digits=12, decimal_places=3, initial=8
+    )
+
+    def __init__(self, *args: Any, gpu_models: Iterable[tuple[str, str]] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["gpu_type"].choices = [("", "Any model"), *gpu_models]
+
+    def as_service_role(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {key: data[key] for key in ("name", "pod_count", "gpu_type", "gpus", "cpu", "memory_gib",
+                                           "shared_memory_gib")}
+
+
+class BaseRoleFormSet(BaseFormSet):
+    def clean(self) -> None:
+        if any(self.errors):
+            return
+        names = [form.cleaned_data.get("name") for form in self.forms if form.cleaned_data]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValidationError(f"Each role needs its own name: {', '.join(duplicates)} appears twice.")
+
+    def service_roles(self) -> list[dict[str, Any]]:
+        return [form.as_service_role() for form in self.forms if form.cleaned_data]
+
+
+RoleFormSet = formset_factory(
+    RoleForm, formset=BaseRoleFormSet, extra=0, min_num=1, validate_min=True, max_num=8, validate_max=True
+)
+
+
+def gpu_model_choices() -> list[tuple[str, str]]:
+    """Every GPU model of the cluster, labelled with its pool: the form narrows them to the quota's pool."""
+    choices = []
+    for pool, models in sorted(gpu_models_by_pool().items()):
+        label = ResourceType(pool).label if pool in ResourceType.values else pool
+        choices += [(model, f"{model} ({label})") for model in models]
+    return choices
+
+
+def role_formset(
+    data: Mapping[str, Any] | None = None, *, initial: list[dict[str, Any]] | None = None
+) -> BaseRoleFormSet:
+    return RoleFormSet(
+        data, prefix="roles", initial=initial, form_kwargs={"gpu_models": gpu_model_choices()}
+    )
+
+
+def apply_service_errors(
+    error: ValidationError, form: forms.Form, formset: BaseRoleFormSet | None = None
+) -> list[str]:
+    """Attach a service's refusal to the fields it names. Returns messages that belong to the roles
+    as a whole ("roles") so the page can show them above the roles."""
+    role_errors: list[str] = []
+    if not hasattr(error, "error_dict"):
+        form.add_error(None, error)
+        return role_errors
+    for key, messages in error.message_dict.items():
+        role_match = ROLE_ERROR_KEY.match(key)
+        if formset is not None and role_match:
+            index, field = int(role_match.group(1)), role_match.group(2)
+            if index < len(formset.forms) and field in formset.forms[index].fields:
+                for message in messages:
+                    formset.forms[index].add_error(field, message)
+                continue
+        if formset is not None and key == "roles":
+            role_errors.extend(messages)
+            continue
+        target = key if key in form.fields else None
+        for message in messages:
+            form.add_error(target, message)
+    return role_errors
+
+
+# ------------------------------------------------------------------------- quotas and workspaces
+
+
+class GpuCountsWidget(forms.MultiWidget):
+    """One number input per GPU model."""
+
+    template_name = "console/widgets/gpu_counts.html"
+
+    def __init__(self, models: list[str], attrs: dict[str, Any] | None = None) -> None:
+        self.models = models
+        widgets = [forms.NumberInput(attrs={"min": 0, "step": 1, "aria-label": model}) for model in models]
+        super().__init__(widgets, attrs)
+
+    def decompress(self, value: Mapping[str, int] | None) -> list[Any]:
+        value = value or {}
+        return [value.get(model) for model in self.models]
+
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        context = super().get_context(name, value, attrs)
+        for model, sub in zip(self.models, context["widget"]["subwidgets"], strict=True):
+            sub["model"] = model
+        return context
+
+
+class GpuCountsField(forms.MultiValueField):
+    """GPUs per model as {"A100": 8}. With `uncapped_when_empty`, an empty model is left out (not capped)
+    and all-empty means None (no GPU max at all)."""
+
+    def __init__(self, models: list[str], *, uncapped_when_empty: bool, **kwargs: Any) -> None:
+        self.models = models
+        self.uncapped_when_empty = uncapped_when_empty
+        fields = [forms.IntegerField(min_value=0, required=False) for _ in models]
+        super().__init__(fields, widget=GpuCountsWidget(models), require_all_fields=False, required=False, **kwargs)
+
+    def compress(self, values: list[int | None]) -> dict[str, int] | None:
+        counts = {model: value for model, value in zip(self.models, values or [], strict=False) if value is not None}
+        if self.uncapped_when_empty:
+            return counts or None
+        return counts
+
+
+def _quota_models(quota: ResourceQuota | None) -> list[str]:
+    models = {model for names in gpu_models_by_pool().values() for model in names}
+    if quota is not None:
+        models |= set(quota.min_gpus or {}) | set(quota.max_gpus or {})
+    return sorted(models)
+
+
+class QuotaForm(forms.Form):
+    """A quota of the tree. The tree's invariants (children within the parent, min ≤ max, one pool
+    per tree, GPU models of the pool) are checked by the quota services."""
+
+    name = forms.SlugField(max_length=64)
+    description = forms.CharField(max_length=200, required=False)
+    resource_type = forms.ChoiceField(label="Resource type", choices=ResourceType.choices)
+    parent = forms.ModelChoiceField(queryset=ResourceQuota.objects.none(), required=False, empty_label="— root —")
+    min_cpu = forms.DecimalField(label="Min CPU cores", min_value=0, max_digits=10, decimal_places=3, initial=0)
+    min_memory_gib = forms.DecimalField(
+        label="Min memory (GiB)", min_value=0, max_digits=12, decimal_places=3, initial=0
+    )
+    max_cpu = forms.DecimalField(
+        label="Max CPU cores", min_value=0, max_digits=10, decimal_places=3, required=False,
+        help_text="Empty: not capped.",
+    )
+    max_memory_gib = forms.DecimalField(
+        label="Max memory (GiB)", min_value=0, max_digits=12, decimal_places=3, required=False,
+        help_text="Empty: not capped.",
+    )
+    workspaces = forms.ModelMultipleChoiceField(
+        queryset=Workspace.objects.none(), required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="Members of these workspaces can submit jobs to this quota.",
+    )
+
+    def __init__(self, *args: Any, instance: ResourceQuota | None = None, **kwargs: Any) -> None:
+        self.instance = instance
+        if instance is not None and "initial" not in kwargs:
+            kwargs["initial"] = {
+                "name": instance.name,
+                "description": instance.description,
+                "resource_type": instance.resource_type,
+                "parent": instance.parent_id,
+                "min_gpus": instance.min_gpus,
+                "min_cpu": instance.min_cpu,
+                "min_memory_gib": instance.min_memory_gib,
+                "max_gpus": instance.max_gpus,
+                "max_cpu": instance.max_cpu,
+                "max_memory_gib": instance.max_memory_gib,
+                "workspaces": list(instance.workspaces.values_list("pk", flat=True)),
+            }
+        super().__init__(*args, **kwargs)
+        models = _quota_models(instance)
+        self.fields["min_gpus"] = GpuCountsField(
+            models, uncapped_when_empty=False, label="Min GPUs (guaranteed)",
+            help_text="A model left empty counts as 0.",
+        )
+        self.fields["max_gpus"] = GpuCountsField(
+            models, uncapped_when_empty=True, label="Max GPUs", help_text="A model left empty is not capped."
+        )
+        # Keep the fields in reading order: GPUs next to the other min / max fields.
+        order = ["name", "description", "resource_type", "parent", "min_gpus", "min_cpu", "min_memory_gib",
+                 "max_gpus", "max_cpu", "max_memory_gib", "workspaces"]
+        self.order_fields(order)
+        parents = ResourceQuota.objects.order_by("resource_type", "name")
+        if instance is not None:
+            parents = parents.exclude(pk=instance.pk)
+        self.fields["parent"].queryset = parents
+        self.fields["workspaces"].queryset = Workspace.objects.order_by("name")
+
+    def service_fields(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {
+            "name": data["name"],
+            "description": data["description"],
+            "resource_type": data["resource_type"],
+            "parent": data["parent"],
+            "min_gpus": data["min_gpus"] or {},
+            "min_cpu": data["min_cpu"] if data["min_cpu"] is not None else Decimal(0),
+            "min_memory_gib": data["min_memory_gib"] if data["min_memory_gib"] is not None else Decimal(0),
+            "max_gpus": data["max_gpus"],
+            "max_cpu": data["max_cpu"],
+            "max_memory_gib": data["max_memory_gib"],
+        }
+
+
+class WorkspaceForm(forms.ModelForm):
+    """A workspace, its members and the quotas its members may submit to."""
+
+    quotas = forms.ModelMultipleChoiceField(
+        queryset=ResourceQuota.objects.none(), required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="Members submit jobs to these quotas.",
+    )
+
+    class Meta:
+        model = Workspace
+        fields = ["name", "description", "members"]
+        widgets = {"members": forms.CheckboxSelectMultiple}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["members"].queryset = get_user_model().objects.order_by("username")
+        self.fields["quotas"].queryset = ResourceQuota.objects.order_by("resource_type", "name")
+        if self.instance.pk:
+            self.fields["quotas"].initial = list(self.instance.quotas.values_list("pk", flat=True))

@@ -1,0 +1,161 @@
+"""Display helpers shared by the pages and the partials the websocket consumers render."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from django import template
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+
+from scheduler.models import Job
+
+register = template.Library()
+
+STATUS_CLASSES = {
+    "Creating": "pending",
+    "Queuing": "pending",
+    "Restarting": "restarting",
+    "EnvPreparing": "preparing",
+    "Running": "running",
+    "Succeeded": "succeeded",
+    "Failed": "failed",
+    "Stopping": "stopping",
+    "Stopped": "stopped",
+    "Preempted": "preempted",
+    "Pending": "pending",
+}
+
+
+@register.simple_tag
+def status_badge(status: str) -> str:
+    css = STATUS_CLASSES.get(status, "pending")
+    return format_html('<span class="badge status status-{}" data-status="{}">{}</span>', css, status, status)
+
+
+@register.simple_tag
+def quota_badge(in_quota: bool | None) -> str:
+    """In Quota (green) / Not in Quota (amber); nothing for a job that is not admitted."""
+    if in_quota is None:
+        return ""
+    if in_quota:
+        return mark_safe('<span class="badge inq" data-in-quota="true">In Quota</span>')
+    return mark_safe('<span class="badge niq" data-in-quota="false">Not in Quota</span>')
+
+
+@register.filter
+def job_gpus(job: Job) -> str:
+    """Total GPUs and model, from the prefetched roles: "16 × A100", "8 GPUs", "no GPU"."""
+    total = job.total_gpus
+    if not total:
+        return "no GPU"
+    model = job.gpu_type or next((role.gpu_type for role in job.roles.all() if role.gpu_type), "")
+    return f"{total} × {model}" if model else f"{total} GPUs"
+
+
+@register.filter
+def job_nodes(job: Job) -> list[str]:
+    """Distinct nodes of the job's latest attempt (`current_pods` from `with_row_data`)."""
+    pods = getattr(job, "current_pods", None)
+    if pods is None:
+        return []
+    return sorted({pod.node.name for pod in pods if pod.node is not None})
+
+
+@register.filter
+def gpu_counts(value: Mapping[str, int] | None) -> str:
+    if not value:
+        return "—"
+    return ", ".join(f"{count} × {model}" for model, count in sorted(value.items()))
+
+
+@register.filter
+def job_color(job_id: int | None) -> str:
+    """A stable colour per job, so one job's GPUs read as one block on the node grid."""
+    if job_id is None or job_id < 0:
+        return "#94a3b8"
+    hue = (job_id * 137) % 360  # the golden angle spreads consecutive ids apart
+    return f"hsl({hue} 55% 52%)"
+
+
+@register.filter
+def since(value: datetime | None) -> str:
+    """A compact age: "12s", "5m", "3h 4m", "2d 1h"."""
+    if value is None:
+        return ""
+    return duration_text((timezone.now() - value).total_seconds())
+
+
+@register.filter
+def duration_text(seconds: float | int | None) -> str:
+    if seconds is None:
+        return ""
+    if 0 < seconds < 10 and seconds != int(seconds):
+        return f"{seconds:.1f}s"
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m {seconds}s" if minutes < 10 and seconds else f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h {minutes}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h"
+
+
+@register.filter
+def run_time(job: Job) -> str:
+    """How long the current or last attempt ran."""
+    if job.started_at is None:
+        return ""
+    end = job.finished_at or timezone.now()
+    return duration_text((end - job.started_at).total_seconds())
+
+
+@register.filter
+def epoch_time(value: float | int | None) -> datetime | None:
+    """Epoch seconds (the checkpoint helper's progress report) as an aware datetime."""
+    if value is None:
+        return None
+    try:
+        return datetime.fromtimestamp(float(value), tz=timezone.get_current_timezone())
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+WAITING_STATUSES = ("Creating", "Queuing", "Restarting")
+RUNNING_STATUSES = ("EnvPreparing", "Running", "Succeeded")
+
+
+@register.filter
+def is_waiting(job: Job) -> bool:
+    return job.status in WAITING_STATUSES
+
+
+@register.filter
+def shows_reason(job: Job) -> bool:
+    """Waiting, preempted, stopping or failed jobs show why; a running job's last reason is history."""
+    return job.status not in RUNNING_STATUSES
+
+
+@register.filter
+def page_url(page: Any, number: int) -> str:
+    return page.page_url(number)
+
+
+@register.simple_tag
+def plotly_js_url() -> str:
+    from console.assets import plotly_version
+
+    return reverse("console:plotly_js", kwargs={"version": plotly_version()})
+
+
+@register.filter
+def percent(part: float | int, whole: float | int) -> float:
+    return round(100.0 * part / whole, 1) if whole else 0.0

@@ -1,0 +1,245 @@
+"""REST representations. Read serializers take objects the selectors returned (with their prefetches);
+write serializers only check shapes and types — the services decide what is allowed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from scheduler.models import IdleMode, Job, JobType, Pod, ResourceQuota, ResourceType, Workspace
+from scheduler.selectors import NodeGrid, QuotaUsage
+
+
+class RoleSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    pod_count = serializers.IntegerField()
+    gpu_type = serializers.CharField(allow_blank=True)
+    gpus = serializers.IntegerField()
+    cpu = serializers.DecimalField(max_digits=10, decimal_places=3, coerce_to_string=False)
+    memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, coerce_to_string=False)
+    shared_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, coerce_to_string=False)
+
+
+class JobSerializer(serializers.Serializer):
+    """A job as the list shows it."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    status = serializers.CharField()
+    in_quota = serializers.BooleanField(allow_null=True)
+    workspace = serializers.CharField(source="workspace.name")
+    quota = serializers.CharField(source="quota.name")
+    resource_type = serializers.CharField(source="quota.resource_type")
+    owner = serializers.SerializerMethodField()
+    job_type = serializers.CharField()
+    priority = serializers.IntegerField()
+    idle_mode = serializers.CharField()
+    gpus = serializers.IntegerField(source="total_gpus")
+    gpu_type = serializers.CharField()
+    nodes = serializers.SerializerMethodField()
+    fault_tolerance = serializers.BooleanField()
+    restart_count = serializers.IntegerField()
+    max_restarts = serializers.IntegerField()
+    queue_position = serializers.IntegerField(allow_null=True)
+    waiting_reason = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    queue_time = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def get_owner(self, job: Job) -> str | None:
+        return job.owner.username if job.owner else None
+
+    def get_nodes(self, job: Job) -> list[str]:
+        pods = getattr(job, "current_pods", None)
+        if pods is None:  # detail: every attempt is prefetched; the latest one is the job's attempt
+            pods = [pod for pod in job.pods.all() if pod.attempt == job.attempt]
+        return sorted({pod.node.name for pod in pods if pod.node is not None})
+
+
+class PodSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    role = serializers.CharField()
+    index = serializers.IntegerField()
+    rank = serializers.IntegerField()
+    attempt = serializers.IntegerField()
+    node = serializers.SerializerMethodField()
+    gpu_indices = serializers.ListField(child=serializers.IntegerField())
+    status = serializers.CharField()
+    exit_code = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def get_node(self, pod: Pod) -> str | None:
+        return pod.node.name if pod.node else None
+
+
+class EventSerializer(serializers.Serializer):
+    time = serializers.DateTimeField()
+    kind = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class JobDetailSerializer(JobSerializer):
+    image = serializers.CharField()
+    command = serializers.CharField()
+    environment = serializers.DictField(child=serializers.CharField())
+    data_mount = serializers.CharField()
+    code_mount = serializers.CharField()
+    max_running_minutes = serializers.IntegerField(allow_null=True)
+    checkpoint_dir = serializers.CharField()
+    progress = serializers.DictField()
+    attempt = serializers.IntegerField()
+    roles = RoleSerializer(many=True, source="roles.all")
+    pods = PodSerializer(many=True, source="pods.all")
+    events = EventSerializer(many=True, source="events.all")
+
+
+class RoleInputSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=32, default="worker")
+    pod_count = serializers.IntegerField(default=1)
+    gpu_type = serializers.CharField(max_length=32, allow_blank=True, default="")
+    gpus = serializers.IntegerField(default=0)
+    cpu = serializers.DecimalField(max_digits=10, decimal_places=3, default=0)
+    memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, default=0)
+    shared_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, default=0)
+
+
+class JobSubmitSerializer(serializers.Serializer):
+    """POST /api/jobs/. `workspace` and `quota` are names (or ids)."""
+
+    name = serializers.CharField(max_length=100)
+    workspace = serializers.CharField()
+    quota = serializers.CharField()
+    command = serializers.CharField()
+    roles = RoleInputSerializer(many=True)
+    job_type = serializers.ChoiceField(choices=JobType.choices, default=JobType.PYTORCH)
+    image = serializers.CharField(max_length=255, allow_blank=True, default="")
+    environment = serializers.DictField(child=serializers.CharField(allow_blank=True), default=dict)
+    data_mount = serializers.CharField(max_length=255, allow_blank=True, default="")
+    code_mount = serializers.CharField(max_length=255, allow_blank=True, default="")
+    priority = serializers.IntegerField(default=1)
+    idle_mode = serializers.ChoiceField(choices=IdleMode.choices, default=IdleMode.OFF)
+    max_running_minutes = serializers.IntegerField(allow_null=True, default=None)
+    fault_tolerance = serializers.BooleanField(default=False)
+    max_restarts = serializers.IntegerField(default=3)
+    checkpoint_dir = serializers.CharField(max_length=255, allow_blank=True, default="")
+
+
+class QuotaSerializer(serializers.Serializer):
+    """A quota of the tree with its subtree's GPU use (see scheduler.selectors.QuotaUsage)."""
+
+    id = serializers.IntegerField(source="quota.pk")
+    name = serializers.CharField(source="quota.name")
+    description = serializers.CharField(source="quota.description")
+    resource_type = serializers.CharField(source="quota.resource_type")
+    parent = serializers.SerializerMethodField()
+    depth = serializers.IntegerField()
+    min_gpus = serializers.DictField(source="quota.min_gpus", child=serializers.IntegerField())
+    min_cpu = serializers.DecimalField(source="quota.min_cpu", max_digits=10, decimal_places=3, coerce_to_string=False)
+    min_memory_gib = serializers.DecimalField(
+        source="quota.min_memory_gib", max_digits=12, decimal_places=3, coerce_to_string=False
+    )
+    max_gpus = serializers.DictField(source="quota.max_gpus", child=serializers.IntegerField(), allow_null=True)
+    max_cpu = serializers.DecimalField(
+        source="quota.max_cpu", max_digits=10, decimal_places=3, coerce_to_string=False, allow_null=True
+    )
+    max_memory_gib = serializers.DecimalField(
+        source="quota.max_memory_gib", max_digits=12, decimal_places=3, coerce_to_string=False, allow_null=True
+    )
+    workspaces = serializers.SerializerMethodField()
+    usage = serializers.SerializerMethodField()
+
+    def get_parent(self, usage: QuotaUsage) -> str | None:
+        parent = usage.quota.parent_id
+        names = self.context.get("names", {})
+        return names.get(parent) if parent else None
+
+    def get_workspaces(self, usage: QuotaUsage) -> list[str]:
+        return [w.name for w in usage.quota.workspaces.all()]
+
+    def get_usage(self, usage: QuotaUsage) -> dict[str, int]:
+        return {
+            "min_gpus": usage.min_gpus,
+            "in_quota_gpus": usage.in_quota,
+            "free_gpus": usage.free,
+            "lent_gpus": usage.lent,
+            "borrowed_gpus": usage.borrowed,
+            "running_jobs": usage.running_jobs,
+            "pending_jobs": usage.pending_jobs,
+        }
+
+
+class QuotaWriteSerializer(serializers.Serializer):
+    """POST / PATCH /api/quotas/. `parent` and `workspaces` are names."""
+
+    name = serializers.CharField(max_length=64)
+    description = serializers.CharField(max_length=200, allow_blank=True, required=False)
+    resource_type = serializers.ChoiceField(choices=ResourceType.choices, required=False)
+    parent = serializers.CharField(allow_null=True, allow_blank=True, required=False)
+    min_gpus = serializers.DictField(child=serializers.IntegerField(min_value=0), required=False)
+    min_cpu = serializers.DecimalField(max_digits=10, decimal_places=3, required=False)
+    min_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, required=False)
+    max_gpus = serializers.DictField(child=serializers.IntegerField(min_value=0), allow_null=True, required=False)
+    max_cpu = serializers.DecimalField(max_digits=10, decimal_places=3, allow_null=True, required=False)
+    max_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, allow_null=True, required=False)
+    workspaces = serializers.ListField(child=serializers.CharField(), required=False)
+
+    def validate_parent(self, value: str | None) -> ResourceQuota | None:
+        if not value:
+            return None
+        parent = ResourceQuota.objects.filter(name=value).first()
+        if parent is None:
+            raise serializers.ValidationError(f"No quota named {value}.")
+        return parent
+
+    def validate_workspaces(self, value: list[str]) -> list[Any]:
+        found = {w.name: w for w in Workspace.objects.filter(name__in=value)}
+        missing = sorted(set(value) - set(found))
+        if missing:
+            raise serializers.ValidationError(f"No workspace named {', '.join(missing)}.")
+        return [found[name] for name in value]
+
+
+class NodeSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="node.pk")
+    name = serializers.CharField(source="node.name")
+    resource_type = serializers.CharField(source="node.resource_type")
+    gpu_type = serializers.CharField(source="node.gpu_type")
+    gpu_count = serializers.IntegerField(source="node.gpu_count")
+    cpu = serializers.DecimalField(source="node.cpu", max_digits=10, decimal_places=3, coerce_to_string=False)
+    memory_gib = serializers.DecimalField(
+        source="node.memory_gib", max_digits=12, decimal_places=3, coerce_to_string=False
+    )
+    schedulable = serializers.BooleanField(source="node.schedulable")
+    draining = serializers.BooleanField(source="node.draining")
+    lost = serializers.BooleanField(source="node.lost")
+    last_heartbeat = serializers.DateTimeField(source="node.last_heartbeat", allow_null=True)
+    gpus_used = serializers.IntegerField(source="used")
+    gpus = serializers.SerializerMethodField()
+
+    def get_gpus(self, grid: NodeGrid) -> list[dict[str, Any]]:
+        """Per GPU: the job on it; a job of a workspace the caller cannot see has no id or name."""
+        return [
+            {
+                "index": cell.index,
+                "job_id": cell.job_id if cell.job_id and cell.job_id > 0 else None,
+                "job_name": cell.job_name,
+                "used": cell.used,
+                "in_quota": cell.in_quota if cell.used else None,
+            }
+            for cell in grid.gpus
+        ]
+
+
+class WorkspaceSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    quotas = serializers.SerializerMethodField()
+
+    def get_quotas(self, workspace: Any) -> list[str]:
+        return [quota.name for quota in workspace.quotas.all()]
+
