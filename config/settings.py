@@ -123,6 +123,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         or os.path.join(tempfile.gettempdir(), f"tidepool-test-{os.getpid()}.sqlite3")
     }
 
+elif DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql"):
+    # One test database per test process, so two runs on one server never share one.
+    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

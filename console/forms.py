@@ -60,7 +60,8 @@ def parse_environment(text: str) -> dict[str, str]:
 
 
 def format_environment(env: Mapping[str, str]) -> str:
-    return "\n".join(f"{key}={value}" for key, value in env.items())
+    # Sorted: PostgreSQL's jsonb does not keep the order keys were written in.
+    return "\n".join(f"{key}={value}" for key, value in sorted(env.items()))
 
 
 class JobSubmitForm(forms.Form):

@@ -6,7 +6,8 @@ At start it registers its node (GPUs detected with NVML where present, otherwise
 TIDEPOOL_NODE_GPU_TYPE / TIDEPOOL_NODE_GPUS / TIDEPOOL_NODE_CPU / TIDEPOOL_NODE_MEMORY_GIB), then
 heartbeats every TIDEPOOL_HEARTBEAT_SECONDS; pods run as process groups under a PodAgent. On a
 warm shutdown it drains: the node is cordoned, its jobs are preempted (SIGTERM, grace period) and
-restart elsewhere from their checkpoints.
+restart elsewhere from their checkpoints. Pod logs stay on the node: the console and the API read
+them through the `tidepool_read_pod_log` control command (scheduler/executors/logs.py).
 """
 
 from __future__ import annotations
@@ -153,3 +154,26 @@ def tidepool_terminate_pod(state, node: str, pod_id: int, attempt: int, grace_s:
         daemon=True,
     ).start()
     return {"ok": "terminating"}
+
+
+@control_command(
+    name="tidepool_read_pod_log",
+    args=[("node", str), ("pod_id", int), ("attempt", int), ("offset", int), ("max_bytes", int)],
+    signature="<node> <pod_id> <attempt> <offset> <max_bytes>",
+)
+def tidepool_read_pod_log(state, node: str, pod_id: int, attempt: int, offset: int, max_bytes: int) -> dict:
+    """Part of a pod's log, for the console and the API (the file is on this node).
+
+    Broadcast to every worker; only the pod's node answers with text, and only for a pod the
+    database records on it (scheduler/executors/logs.py: serve_pod_log), at most 64 KiB a time.
+    """
+    if _worker is None or _worker.node_name != node:
+        return {"skipped": "not this node"}
+    from scheduler.executors.logs import serve_pod_log
+
+    try:
+        close_old_connections()
+        return serve_pod_log(node, pod_id, attempt, offset, max_bytes)
+    except Exception as error:
+        log.exception("could not read the log of pod %s", pod_id)
+        return {"node": node, "refused": f"could not read the log: {error}"}

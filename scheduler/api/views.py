@@ -17,8 +17,7 @@ from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
 from scheduler.api import serializers as s
-from scheduler.api.logs import follow_window, tail_window
-from scheduler.executors.specs import pod_log_path
+from scheduler.api.logs import LogUnavailable, follow_window, tail_window
 from scheduler.models import JobStatus, Node, Pod, ResourceQuota
 from scheduler.selectors import (
     DEFAULT_JOB_SORT,
@@ -157,7 +156,8 @@ class JobLogView(APIView):
 
     Parameters: `pod` (a pod id of this job) or `latest=1` (default: rank 0 of the newest attempt);
     `lines` (tail length, default 200); `offset` with `shown` (the pod the client shows) to get only
-    what was appended since. The reply's `offset` is what to send next time.
+    what was appended since. The reply's `offset` is what to send next time. With the Celery executor
+    the log is read from the pod's node; 503 with `detail` when that node does not answer.
     """
 
     def get(self, request: Request, pk: int) -> Response:
@@ -174,23 +174,26 @@ class JobLogView(APIView):
             pod = pods.order_by("-attempt", "rank").first()
         if pod is None:
             return Response({"pod": None, "text": "", "offset": 0, "reset": True})
-        path = str(pod_log_path(pod))
+        pod_data = {
+            "id": pod.pk,
+            "label": f"{pod.role}-{pod.index}",
+            "rank": pod.rank,
+            "attempt": pod.attempt,
+            "status": pod.status,
+            "node": pod.node.name if pod.node else None,
+        }
         shown = _int(request.query_params.get("shown"))
         offset = _int(request.query_params.get("offset"))
-        if shown == pod.pk and offset is not None:
-            window = follow_window(path, offset)
-        else:
-            window = tail_window(path, _int(request.query_params.get("lines")) or 200)
+        try:
+            if shown == pod.pk and offset is not None:
+                window = follow_window(pod, offset)
+            else:
+                window = tail_window(pod, _int(request.query_params.get("lines")) or 200)
+        except LogUnavailable as error:  # the log is on a node that did not answer
+            return Response({"detail": str(error), "pod": pod_data}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         return Response(
             {
-                "pod": {
-                    "id": pod.pk,
-                    "label": f"{pod.role}-{pod.index}",
-                    "rank": pod.rank,
-                    "attempt": pod.attempt,
-                    "status": pod.status,
-                    "node": pod.node.name if pod.node else None,
-                },
+                "pod": pod_data,
                 "text": window.text,
                 "offset": window.offset,
                 "reset": window.reset,

@@ -3,7 +3,8 @@
 - `local` (embedded default): the demo's virtual nodes run their pods as processes of this machine.
 - `celery` (production): each pod goes to its node's queue `node.<name>`, where that node's worker runs it.
 
-Both expose `launch(launches)` and `terminate(refs, grace_s, outcome)`, called after commit.
+Both expose `launch(launches)` and `terminate(refs, grace_s, outcome)`, called after commit. Pod
+logs are read with `scheduler.executors.logs.read_pod_log`: here, or from the pod's node.
 """
 
 from __future__ import annotations

@@ -236,6 +236,13 @@
       fetch(logCard.dataset.logUrl + "?" + params.toString(), {
         credentials: "same-origin", headers: { Accept: "application/json" },
       }).then(function (response) {
+        if (response.status === 503) {
+          // The log lives on the pod's node and the node did not answer: say so, keep polling.
+          return response.json().then(function (body) {
+            logStatus.textContent = body.detail || "The pod's node did not answer.";
+            return null;
+          });
+        }
         return response.ok ? response.json() : null;
       }).then(function (data) {
         if (!data) return;

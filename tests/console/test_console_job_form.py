@@ -201,7 +201,7 @@ def test_clone_fills_the_form_from_a_job(world: World, alice_client: Client) -> 
     assert form.initial["command"] == job.command
     assert form.initial["quota"] == world.team_vision.pk
     assert form.initial["idle_mode"] == "acceptable"
-    assert form.initial["environment"] == "NCCL_DEBUG=INFO\nLR=0.1"
+    assert form.initial["environment"] == "LR=0.1\nNCCL_DEBUG=INFO"
     roles = [f.initial for f in response.context["formset"].forms]
     assert [(r["name"], r["pod_count"], r["gpus"]) for r in roles] == [("master", 1, 2), ("worker", 2, 4)]
     html = response.content.decode()

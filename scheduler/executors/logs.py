@@ -1,0 +1,149 @@
+"""Reading a pod's log wherever it is: `read_pod_log(pod, offset, max_bytes)`.
+
+A pod's stdout and stderr go to a file under TIDEPOOL_DATA_DIR on the machine that runs it
+(`specs.pod_log_path`). With the local executor that is this machine. With the Celery executor it
+is the pod's node: the file is read there by the node worker's `tidepool_read_pod_log` control
+command (scheduler/worker.py), which `read_pod_log` broadcasts; every worker receives it, only the
+pod's node answers with the text. A log that exists here (shared storage, or a console host that
+is also the node) is read directly.
+
+Offsets are byte offsets into the file. A negative offset counts from the end (`-65536`: the last
+64 KiB). An offset past the end (the log was truncated or replaced) reads from the start again,
+and the chunk's `start` says so.
+
+The node serves only logs of pods that the database records on that node, at the path it
+derives from the pod row itself; it never reads a path it was sent, and at most NODE_MAX_BYTES per
+answer (`read_pod_log` asks again until it has what it wanted).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from django.conf import settings
+
+from scheduler.executors.specs import pod_log_path
+from scheduler.models import Pod
+from scheduler.runtime.logs import read_from
+
+log = logging.getLogger("tidepool.executor")
+
+READ_LOG_COMMAND = "tidepool_read_pod_log"
+NODE_MAX_BYTES = 64 * 1024  # per control-channel answer
+NODE_ANSWER_TIMEOUT_S = 2.0  # wait for the pod's node this long (after the last reply of any worker)
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    text: str
+    start: int  # byte offset the text begins at (0 after a truncated log was read from the start)
+    offset: int  # byte offset it ends at: pass it back to read what follows
+    size: int  # the log's size when it was read (0 if it does not exist yet)
+    exists: bool = True
+
+
+class LogUnavailable(Exception):
+    """The log is on a node that did not answer (or refused): the message says which and why."""
+
+
+def read_chunk(path: str, offset: int, max_bytes: int) -> LogChunk:
+    """Up to `max_bytes` bytes of the file at `path` from `offset` (see the module's docstring)."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:  # not created yet: nothing to show, keep the offset
+        return LogChunk(text="", start=max(0, offset), offset=max(0, offset), size=0, exists=False)
+    if offset < 0:
+        start = max(0, size + offset)
+    elif offset > size:
+        start = 0
+    else:
+        start = offset
+    text, end = read_from(path, start, max(0, max_bytes))
+    if end < start:  # truncated between the size and the read: read_from started over
+        start = 0
+    return LogChunk(text=text, start=start, offset=end, size=max(size, end))
+
+
+def read_pod_log(pod: Pod, offset: int, max_bytes: int, *, timeout: float | None = None) -> LogChunk:
+    """Up to `max_bytes` bytes of the pod's log from `offset`, read here or asked of its node.
+
+    Raises LogUnavailable when the log is on a node that does not answer within `timeout`
+    (default NODE_ANSWER_TIMEOUT_S) or that refuses.
+    """
+    path = pod_log_path(pod)
+    if settings.TIDEPOOL_EXECUTOR != "celery" or pod.node_id is None or path.exists():
+        return read_chunk(str(path), offset, max_bytes)
+    node_name = pod.node.name
+    first = last = ask_node(node_name, pod.pk, pod.attempt, offset, min(max_bytes, NODE_MAX_BYTES),
+                            timeout=timeout)
+    parts = [first.text]
+    wanted = max_bytes - (first.offset - first.start)
+    while wanted > 0 and last.exists and last.start < last.offset < last.size:
+        more = ask_node(node_name, pod.pk, pod.attempt, last.offset, min(wanted, NODE_MAX_BYTES), timeout=timeout)
+        if more.start != last.offset:  # truncated meanwhile: the next read will start over
+            break
+        parts.append(more.text)
+        wanted -= more.offset - more.start
+        last = more
+    return LogChunk(text="".join(parts), start=first.start, offset=last.offset, size=last.size, exists=first.exists)
+
+
+class _Answered(Exception):
+    """Raised from the reply callback to stop waiting once the pod's node has answered."""
+
+
+def ask_node(node_name: str, pod_id: int, attempt: int, offset: int, max_bytes: int, *,
+             timeout: float | None = None) -> LogChunk:
+    """One `tidepool_read_pod_log` round trip to the node's worker (through the broker)."""
+    from config.celery import app
+
+    timeout = NODE_ANSWER_TIMEOUT_S if timeout is None else timeout
+    deadline = time.monotonic() + timeout
+    answer: dict[str, Any] = {}
+
+    def on_reply(body: dict[str, Any]) -> None:
+        # {worker hostname: reply}; workers of other nodes answer {"skipped": ...}.
+        for reply in body.values():
+            if isinstance(reply, dict) and reply.get("node") == node_name:
+                answer.update(reply)
+                raise _Answered
+        if time.monotonic() > deadline:  # replies of other workers keep coming: stop all the same
+            raise _Answered
+
+    try:
+        app.control.broadcast(
+            READ_LOG_COMMAND,
+            arguments={"node": node_name, "pod_id": pod_id, "attempt": attempt, "offset": offset,
+                       "max_bytes": max_bytes},
+            reply=True, timeout=timeout, callback=on_reply,
+        )
+    except _Answered:
+        pass
+    except Exception as error:  # the broker itself is unreachable
+        log.warning("could not ask node %s for the log of pod %s: %s", node_name, pod_id, error)
+        raise LogUnavailable(f"node {node_name} could not be asked for the log: {error}") from error
+    if not answer:
+        raise LogUnavailable(f"node {node_name} did not answer: the log is on the node; is its worker running?")
+    if "refused" in answer:
+        raise LogUnavailable(f"node {node_name} refused: {answer['refused']}")
+    return LogChunk(text=answer["text"], start=answer["start"], offset=answer["offset"], size=answer["size"],
+                    exists=answer["exists"])
+
+
+def serve_pod_log(node_name: str, pod_id: int, attempt: int, offset: int, max_bytes: int) -> dict[str, Any]:
+    """The node side of `ask_node`: this node's log of a pod it runs (or ran), as a reply dict.
+
+    Only a pod that the database records on `node_name`, at that attempt; the path comes from the
+    pod row, never from the request; at most NODE_MAX_BYTES.
+    """
+    pod = Pod.objects.select_related("node").filter(pk=pod_id).first()
+    if pod is None or pod.node is None or pod.node.name != node_name:
+        return {"node": node_name, "refused": f"pod {pod_id} does not run on node {node_name}"}
+    if pod.attempt != attempt:
+        return {"node": node_name, "refused": f"pod {pod_id} is attempt {pod.attempt}, not {attempt}"}
+    chunk = read_chunk(str(pod_log_path(pod)), int(offset), max(0, min(int(max_bytes), NODE_MAX_BYTES)))
+    return {"node": node_name, **asdict(chunk)}
