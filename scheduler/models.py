@@ -283,6 +283,7 @@ class Pod(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     reason = models.CharField(max_length=300, blank=True)
     terminate_requested = models.CharField(max_length=16, blank=True, help_text="preempted / stopped")
+    pid = models.PositiveIntegerField(null=True, blank=True, help_text="Process group id on its node.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -50,7 +50,8 @@ class PodAgent:
             self._unreported.add((pod.pk, pod.attempt))
             if pod.rank == 0:
                 self._progress[(pod.pk, pod.attempt)] = (job.pk, str(pod_progress_path(pod)))
-        pod_running(pod_id=pod.pk, attempt=pod.attempt)
+        pid = next((r.pid for r in self.supervisor.running() if (r.pod_id, r.attempt) == (pod.pk, pod.attempt)), None)
+        pod_running(pod_id=pod.pk, attempt=pod.attempt, pid=pid)
 
     def start_job_pods(self, job: Job, pods: list[Pod]) -> None:
         master = master_address(pods)

@@ -172,16 +172,27 @@ def _settle(job: Job) -> None:
     wake_scheduler_on_commit()
 
 
+def _lock_job_then_pod(pod_id: int) -> tuple[Job, Pod] | tuple[None, None]:
+    """Locks are always taken job first, then its pods (as the loop and the stop service do):
+    the opposite order deadlocks against them on PostgreSQL."""
+    job_id = Pod.objects.filter(pk=pod_id).values_list("job_id", flat=True).first()
+    if job_id is None:
+        return None, None
+    job = Job.objects.select_for_update().get(pk=job_id)
+    pod = Pod.objects.select_for_update().get(pk=pod_id)
+    return job, pod
+
+
 @transaction.atomic
-def pod_running(*, pod_id: int, attempt: int) -> bool:
-    """A node reports the pod's process started. False when the report is stale (fenced)."""
-    pod = Pod.objects.select_for_update().select_related("job").filter(pk=pod_id).first()
+def pod_running(*, pod_id: int, attempt: int, pid: int | None = None) -> bool:
+    """A node reports the pod's process started (as process group `pid`). False when stale (fenced)."""
+    job, pod = _lock_job_then_pod(pod_id)
     if pod is None or pod.attempt != attempt or pod.status != PodStatus.PENDING:
         return False
     pod.status = PodStatus.RUNNING
     pod.started_at = timezone.now()
-    pod.save(update_fields=["status", "started_at"])
-    job = Job.objects.select_for_update().get(pk=pod.job_id)
+    pod.pid = pid
+    pod.save(update_fields=["status", "started_at", "pid"])
     if (
         job.status == JobStatus.ENV_PREPARING
         and job.attempt == attempt
@@ -198,10 +209,9 @@ def pod_running(*, pod_id: int, attempt: int) -> bool:
 @transaction.atomic
 def pod_exited(*, pod_id: int, attempt: int, exit_code: int | None, outcome: str, reason: str = "") -> bool:
     """A node reports the pod's process is gone. outcome: succeeded | failed | preempted | stopped."""
-    pod = Pod.objects.select_for_update().filter(pk=pod_id).first()
+    job, pod = _lock_job_then_pod(pod_id)
     if pod is None or pod.attempt != attempt or pod.status not in LIVE_POD_STATUSES:
         return False
-    job = Job.objects.select_for_update().get(pk=pod.job_id)
     if pod.terminate_requested and outcome in ("failed", "succeeded"):
         # Exited on our SIGTERM: record what we asked for, keep the exit code.
         outcome = pod.terminate_requested
@@ -263,15 +273,16 @@ def node_mark_lost(*, node: Node, reason: str | None = None) -> None:
     node.lost = True
     node.save(update_fields=["lost"])
     reason = reason or f"node {node.name} lost"
+    # Jobs first (in id order, as the loop locks them), then their pods.
+    job_ids = set(Pod.objects.filter(node=node, status__in=LIVE_POD_STATUSES).values_list("job_id", flat=True))
+    jobs = {job.pk: job for job in Job.objects.select_for_update().filter(pk__in=job_ids).order_by("pk")}
     pods = list(Pod.objects.select_for_update().filter(node=node, status__in=LIVE_POD_STATUSES))
-    jobs: dict[int, Job] = {}
     now = timezone.now()
     for pod in pods:
         pod.status = PodStatus.FAILED
         pod.reason = reason
         pod.finished_at = now
         pod.save(update_fields=["status", "reason", "finished_at"])
-        jobs.setdefault(pod.job_id, Job.objects.select_for_update().get(pk=pod.job_id))
     for job in jobs.values():
         job_event(job, "node-lost", reason)
         if job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
