@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from scheduler.loop import schedule_once
 from scheduler.models import JobStatus, Node, Pod, PodStatus, Workspace
 from scheduler.services.jobs import job_submit
 from scheduler.services.quotas import quota_create
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis, pytest.mark.postgres]
@@ -29,14 +29,6 @@ POD_COMMAND = (
 )
 
 
-def wait_for(predicate, timeout: float, what: str, step: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def start_worker(node: str, env: dict, log_dir: Path) -> subprocess.Popen:

@@ -27,6 +27,7 @@ from scheduler.models import JobStatus, Node, Pod, PodStatus, Workspace
 from scheduler.services.jobs import job_submit
 from scheduler.services.quotas import quota_create
 from tests.factories import JobFactory, NodeFactory, make_running
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,14 +39,6 @@ POD_COMMAND = (
 )
 
 
-def wait_for(predicate, timeout: float, what: str, step: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def start_worker(node: str, env: dict, log_dir: Path) -> subprocess.Popen:

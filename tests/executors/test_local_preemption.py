@@ -19,6 +19,7 @@ from scheduler.models import Job, JobStatus, Pod, PodStatus, Workspace
 from scheduler.services.jobs import job_submit
 from scheduler.services.nodes import node_register
 from scheduler.services.quotas import quota_create
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "train_linear.py"
@@ -28,14 +29,6 @@ ARGS = f"--steps {STEPS} --checkpoint-every 50 --seed 7"
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def wait_for(predicate, timeout: float, what: str, step: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 @pytest.fixture

@@ -14,12 +14,13 @@ import re
 import signal
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
+
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER_VARIABLE = "TIDEPOOL_TEST_MARKER"
@@ -35,15 +36,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_for(predicate, timeout: float, what: str, step: float = 0.2, on_timeout=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    details = f"\n{on_timeout()}" if on_timeout else ""
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{details}")
 
 
 def answers(url: str) -> bool:
