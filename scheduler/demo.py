@@ -73,7 +73,7 @@ class SampleJob:
 SAMPLE_JOBS = (
     SampleJob("vision-resnet", "alice", "vision", "team-vision", 4, 2, "off", 4000),
     SampleJob("language-bert", "bob", "language", "team-language", 8, 1, "acceptable", 3000),
-    SampleJob("research-sweep", "admin", "research", "team-research", 8, 1, "only", 6000),
+    SampleJob("research-sweep", "admin", "research", "team-research", 8, 2, "only", 6000),
 )
 
 
