@@ -1,0 +1,33 @@
+"""`python manage.py simulate`: replay a trace under strict / idle / pool (scheduler/simulator/, docs/simulator.md)."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from scheduler.simulator.cli import SimulationError, add_arguments, run
+
+
+class Command(BaseCommand):
+    help = (
+        "Replay a GPU-cluster trace in virtual time through the scheduling engine under each policy; "
+        "prints the figures (last line: one JSON object) and writes an HTML report. No database is used."
+    )
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser):
+        add_arguments(parser)
+
+    def handle(self, *args, **options):
+        quiet = options["quiet"]
+
+        def write(line: str) -> None:
+            self.stdout.write(line)
+            self.stdout.flush()
+
+        def progress(line: str) -> None:
+            if not quiet:
+                self.stderr.write(line, style_func=lambda text: text)
+                self.stderr.flush()
+
+        try:
+            run(options, write, progress)
+        except SimulationError as exc:
+            raise CommandError(str(exc)) from exc

@@ -1,0 +1,58 @@
+"""Arithmetic of the simulator's figures, on numbers small enough to check by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.simulator.metrics import allocation_series, held_gpu_seconds, percentile, summary, targets
+
+
+def test_percentile_interpolates_between_order_statistics():
+    assert percentile([0, 10], 50) == 5
+    assert percentile(list(range(101)), 95) == 95
+    # [0, 0, 30]: rank (3 - 1) * 0.95 = 1.9 -> 0 + 0.9 * (30 - 0) = 27.
+    assert percentile([0, 0, 30], 95) == pytest.approx(27)
+    assert percentile([7], 95) == 7
+    with pytest.raises(ValueError):
+        percentile([], 50)
+
+
+def test_summary_of_values_and_of_nothing():
+    assert summary([30, 0, 0]) == {"n": 3, "mean": 10.0, "median": 0.0, "p95": 27.0, "max": 30.0}
+    assert summary([]) == {"n": 0, "mean": None, "median": None, "p95": None, "max": None}
+
+
+# 8 GPUs from 0 to 100, 16 from 100 to 250, none after.
+STEPS = [(0.0, 8), (100.0, 16), (250.0, 0)]
+
+
+def test_held_gpu_seconds_integrates_the_step_function():
+    assert held_gpu_seconds(STEPS, 0, 1000) == 8 * 100 + 16 * 150
+    assert held_gpu_seconds(STEPS, 50, 150) == 8 * 50 + 16 * 50
+    assert held_gpu_seconds(STEPS, 300, 400) == 0
+
+
+def test_allocation_series_averages_each_bucket():
+    # Buckets of 100 s over [0, 300): 8, 16, then 16 for 50 s and 0 for 50 s -> 8.
+    assert allocation_series(STEPS, 0, 300, 100) == [8.0, 16.0, 8.0]
+    # A last bucket shorter than the others averages over its own length: [200, 250) is all 16.
+    assert allocation_series(STEPS, 0, 250, 100) == [8.0, 16.0, 16.0]
+    # Step changes inside a bucket.
+    assert allocation_series(STEPS, 0, 200, 200) == [(8 * 100 + 16 * 100) / 200]
+
+
+def fig(rate, p95, lost_share=0.0):
+    return {
+        "allocation_rate": rate, "wait_s": {"fits_quota": {"p95": p95}}, "lost_share": lost_share,
+        "grace_s": 30.0, "cycle_s": 10.0,
+    }
+
+
+def test_targets_compare_idle_with_strict_and_pool():
+    # idle 0.49 / pool 0.50 = 98 %: just within; p95 140 <= 100 + 30 + 10; lost 0.5 % < 1 %.
+    met = targets({"strict": fig(0.3, 100), "idle": fig(0.49, 140, 0.005), "pool": fig(0.5, 50)})
+    assert met["allocation_within_2pct"] and met["fits_quota_p95_ok"] and met["lost_under_1pct"]
+    assert met["fits_quota_p95_allowed_s"] == 140
+    missed = targets({"strict": fig(0.3, 100), "idle": fig(0.48, 141, 0.01), "pool": fig(0.5, 50)})
+    assert not (missed["allocation_within_2pct"] or missed["fits_quota_p95_ok"] or missed["lost_under_1pct"])
+    assert targets({"idle": fig(0.5, 0)}) is None

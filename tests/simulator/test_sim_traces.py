@@ -1,0 +1,210 @@
+"""Loaders of the simulator: Philly, openb, the user's jobs CSV and cluster YAML, and scaling."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.engine.types import CPU, MEMORY, Node, gpu_key
+from scheduler.simulator.traces import (
+    TraceError,
+    load_cluster_yaml,
+    load_jobs_csv,
+    load_openb_nodes,
+    load_philly_jobs,
+    load_philly_vcs,
+    openb_cluster,
+    philly_cluster,
+    pod_sizes,
+    scale_cluster,
+    scale_nodes,
+    scaled_count,
+    shared_quotas,
+)
+
+P100 = gpu_key("P100")
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_philly_jobs_sorted_by_submission_relative_to_the_first(tmp_path):
+    path = write(
+        tmp_path,
+        "philly.csv",
+        "timestamp,duration,num_gpus,gpu_time,cluster\n"
+        "2017-10-01 00:01:00,66.0,1,66.0,11cb48\n"
+        "2017-10-01 00:00:00,100.0,16,1600.0,6214e9\n"
+        "2017-10-01 00:01:00,5.0,2,10.0,zz\n",  # same second as the first row: file order breaks the tie
+    )
+    jobs = load_philly_jobs(path)
+    assert [(j.name, j.quota, j.submit_s, j.duration_s, j.gpus) for j in jobs] == [
+        ("p00000", "6214e9", 0.0, 100.0, 16),
+        ("p00001", "11cb48", 60.0, 66.0, 1),
+        ("p00002", "zz", 60.0, 5.0, 2),
+    ]
+    assert [j.name for j in load_philly_jobs(path, limit=2)] == ["p00000", "p00001"]
+
+
+def test_philly_bad_row_names_the_line(tmp_path):
+    path = write(tmp_path, "bad.csv", "timestamp,duration,num_gpus,gpu_time,cluster\nnot a date,1,1,1,a\n")
+    with pytest.raises(TraceError, match="bad.csv:2"):
+        load_philly_jobs(path)
+
+
+def test_philly_cluster_is_the_sum_of_the_vcs_rounded_up_when_scaled(tmp_path):
+    vcs = load_philly_vcs(write(tmp_path, "vc.csv", "vc,node num\na,64\nb,3\nc,1\n"))
+    assert vcs == {"a": 64, "b": 3, "c": 1}
+    full = philly_cluster(vcs)
+    assert full.total_gpus == (64 + 3 + 1) * 8
+    assert {q.name: dict(q.min) for q in full.quotas} == {
+        "philly": {P100: 544}, "a": {P100: 512}, "b": {P100: 24}, "c": {P100: 8},
+    }
+    # 0.5: a 32 nodes, b ceil(1.5) = 2, c ceil(0.5) = 1 -> 35 nodes.
+    half = philly_cluster(vcs, scale=0.5)
+    assert len(half.nodes) == 35 and half.total_gpus == 280
+    assert {q.name: q.min[P100] for q in half.quotas} == {"philly": 280, "a": 256, "b": 16, "c": 8}
+    assert all(n.gpus == 8 and n.gpu_type == "P100" for n in half.nodes)
+
+
+def test_scaled_count_rounds_up_without_float_noise():
+    assert scaled_count(64, 0.5) == 32
+    assert scaled_count(64, 0.25) == 16
+    assert scaled_count(3, 0.1) == 1
+    assert scaled_count(10, 0.3) == 3  # 10 * 0.3 = 3.0000000000000004 in floating point
+    with pytest.raises(ValueError):
+        scaled_count(1, 0)
+
+
+def test_pod_sizes_split_jobs_larger_than_a_node():
+    assert pod_sizes(1, 8) == (1,)
+    assert pod_sizes(8, 8) == (8,)
+    assert pod_sizes(12, 8) == (8, 4)
+    assert pod_sizes(128, 8) == (8,) * 16
+    assert pod_sizes(3, 2) == (2, 1)
+
+
+def test_openb_nodes_scale_kind_by_kind_and_share_every_model(tmp_path):
+    path = write(
+        tmp_path,
+        "openb.csv",
+        "sn,cpu_milli,memory_mib,gpu,model\n"
+        "n0,64000,262144,2,P100\nn1,64000,262144,2,P100\nn2,64000,262144,2,P100\n"
+        "n3,96000,786432,8,G2\n",
+    )
+    nodes = load_openb_nodes(path)
+    assert nodes[3] == Node(name="n3", gpu_type="G2", gpus=8, cpu_m=96000, memory_mib=786432)
+    # 0.5: ceil(3 * 0.5) = 2 of the P100 kind (the first two), ceil(0.5) = 1 of the G2 kind.
+    assert [n.name for n in scale_nodes(nodes, 0.5)] == ["n0", "n1", "n3"]
+    cluster = openb_cluster(nodes, {"a": 3, "b": 1})
+    quotas = {q.name: dict(q.min) for q in cluster.quotas}
+    # P100: 6 GPUs split 3:1 -> 4.5 / 1.5 -> floors 4 / 1, the one left goes to the larger remainder
+    # (a tie at .5: file order, so a). G2: 8 -> 6 / 2 exactly.
+    assert quotas == {
+        "philly": {P100: 6, gpu_key("G2"): 8},
+        "a": {P100: 5, gpu_key("G2"): 6},
+        "b": {P100: 1, gpu_key("G2"): 2},
+    }
+
+
+def test_shared_quotas_children_add_up_to_the_root():
+    nodes = [Node(name=f"n{i}", gpu_type="T4", gpus=1, cpu_m=0, memory_mib=0) for i in range(7)]
+    quotas = shared_quotas(nodes, {"x": 1, "y": 1, "z": 1}, "root")
+    assert sum(q.min.get(gpu_key("T4"), 0) for q in quotas if q.parent) == 7
+    assert [q.min[gpu_key("T4")] for q in quotas if q.parent] == [3, 2, 2]
+
+
+def test_jobs_csv_defaults_optional_columns_and_sorts(tmp_path):
+    path = write(
+        tmp_path,
+        "jobs.csv",
+        "name,quota,submit_s,duration_s,gpus,gpu_type,priority,idle\n"
+        "late,team-a,100,60,2,A100,3,only\n"
+        "early,team-b,40,30.5,1,,,\n",
+    )
+    jobs = load_jobs_csv(path)
+    assert [(j.name, j.submit_s, j.duration_s, j.gpus, j.gpu_type, j.priority, j.idle) for j in jobs] == [
+        ("early", 0.0, 30.5, 1, None, 1, None),
+        ("late", 60.0, 60.0, 2, "A100", 3, "only"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("a,t,0,10,1,,,sometimes", "idle must be one of"),
+        ("a,t,0,0,1,,,", "duration_s must be positive"),
+        ("a,t,0,10,1,,12,", "priority must be 1..9"),
+        (",t,0,10,1,,,", "must not be empty"),
+        ("a,t,zero,10,1,,,", "jobs.csv:2"),
+    ],
+)
+def test_jobs_csv_errors_name_the_row(tmp_path, row, message):
+    path = write(tmp_path, "jobs.csv", "name,quota,submit_s,duration_s,gpus,gpu_type,priority,idle\n" + row + "\n")
+    with pytest.raises(TraceError, match=message):
+        load_jobs_csv(path)
+
+
+def test_jobs_csv_rejects_duplicate_names_and_missing_columns(tmp_path):
+    dup = write(tmp_path, "dup.csv", "name,quota,submit_s,duration_s,gpus\na,t,0,1,1\na,t,1,1,1\n")
+    with pytest.raises(TraceError, match="used twice"):
+        load_jobs_csv(dup)
+    short = write(tmp_path, "short.csv", "name,quota,submit_s\na,t,0\n")
+    with pytest.raises(TraceError, match="missing column"):
+        load_jobs_csv(short)
+
+
+CLUSTER_YAML = """
+nodes:
+  - {name: big, gpu_type: A100, gpus: 8, cpu: 96, memory_gib: 768, count: 3}
+  - {name: small, gpu_type: T4, gpus: 2}
+quotas:
+  - {name: root, min: {gpus: {A100: 24, T4: 2}, cpu: 288, memory_gib: 2304}}
+  - {name: team-a, parent: root, min: {gpus: {A100: 16}}, max: {gpus: {A100: 20}}}
+  - {name: team-b, parent: root, min: {gpus: {A100: 8, T4: 2}}}
+"""
+
+
+def test_cluster_yaml_expands_counts_and_converts_units(tmp_path):
+    cluster = load_cluster_yaml(write(tmp_path, "cluster.yaml", CLUSTER_YAML))
+    assert [n.name for n in cluster.nodes] == ["big-0", "big-1", "big-2", "small"]
+    assert cluster.nodes[0] == Node(name="big-0", gpu_type="A100", gpus=8, cpu_m=96000, memory_mib=786432)
+    quotas = {q.name: q for q in cluster.quotas}
+    assert quotas["root"].min == {gpu_key("A100"): 24, gpu_key("T4"): 2, CPU: 288000, MEMORY: 2304 * 1024}
+    assert quotas["team-a"].max == {gpu_key("A100"): 20}
+    assert quotas["team-b"].max is None
+    assert cluster.capacity()[gpu_key("A100")] == 24
+
+
+def test_cluster_yaml_unknown_parent_is_an_error(tmp_path):
+    # The scenario reader's checks apply, with the place in the file.
+    path = write(tmp_path, "c.yaml", "nodes: []\nquotas:\n  - {name: a, parent: nowhere}\n")
+    with pytest.raises(TraceError, match=r"quotas\[0\].parent: unknown quota 'nowhere'"):
+        load_cluster_yaml(path)
+    path = write(tmp_path, "n.yaml", "nodes:\n  - {name: n, gpu_type: A100, gpus: 8, count: 0}\nquotas: []\n")
+    with pytest.raises(TraceError, match=r"nodes\[0\].count"):
+        load_cluster_yaml(path)
+
+
+def test_scale_cluster_rounds_quotas_to_whole_nodes_and_fits_children(tmp_path):
+    cluster = load_cluster_yaml(write(tmp_path, "cluster.yaml", CLUSTER_YAML))
+    half = scale_cluster(cluster, 0.5)
+    # Nodes: ceil(3 * 0.5) = 2 A100 nodes, ceil(0.5) = 1 T4 node.
+    assert [n.name for n in half.nodes] == ["big-0", "big-1", "small"]
+    quotas = {q.name: q for q in half.quotas}
+    # The root is the scaled capacity: 16 A100, 2 T4, 2 x 96 cores, 2 x 768 GiB.
+    assert quotas["root"].min == {gpu_key("A100"): 16, gpu_key("T4"): 2, CPU: 192000, MEMORY: 1536 * 1024}
+    # team-a 16 A100 = 2 nodes -> 1 node = 8; team-b 8 A100 = 1 node -> ceil(0.5) = 1 node = 8;
+    # T4 2 = 1 node -> 1 node = 2. Children 8 + 8 = 16 A100: fit the root, nothing trimmed.
+    assert quotas["team-a"].min == {gpu_key("A100"): 8}
+    assert quotas["team-b"].min == {gpu_key("A100"): 8, gpu_key("T4"): 2}
+    # max 20 A100 -> ceil(20 / 8) = 3 nodes -> ceil(1.5) = 2 nodes = 16.
+    assert quotas["team-a"].max == {gpu_key("A100"): 16}
+    # At 0.1 every rounding goes up: root 1 A100 node (8), team-a 1 node, team-b 1 node -> 16 > 8,
+    # so the later child (team-b) gives back 8.
+    tenth = {q.name: q for q in scale_cluster(cluster, 0.1).quotas}
+    assert tenth["root"].min[gpu_key("A100")] == 8
+    assert tenth["team-a"].min[gpu_key("A100")] == 8
+    assert tenth["team-b"].min[gpu_key("A100")] == 0
