@@ -45,6 +45,37 @@ def redis_url():
     return url
 
 
+@pytest.fixture
+def world(db):
+    """The two-team world of tests.factories.build_world (users alice, bob and staff admin)."""
+    from tests.factories import build_world
+
+    return build_world()
+
+
+def _logged_in(user):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def alice_client(world):
+    return _logged_in(world.alice)
+
+
+@pytest.fixture
+def bob_client(world):
+    return _logged_in(world.bob)
+
+
+@pytest.fixture
+def staff_client(world):
+    return _logged_in(world.admin)
+
+
 class RecordingExecutor:
     """Stands in for the node side in service/loop tests: records what would be launched or signalled.
 

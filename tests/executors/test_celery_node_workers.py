@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +14,7 @@ from scheduler.loop import schedule_once
 from scheduler.models import JobStatus, Node, Pod, PodStatus, Workspace
 from scheduler.services.jobs import job_submit
 from scheduler.services.quotas import quota_create
+from tests.executors.node_workers import kill_group, node_worker_env, start_worker, stop_workers
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,21 +29,8 @@ POD_COMMAND = (
 
 
 
-def start_worker(node: str, env: dict, log_dir: Path) -> subprocess.Popen:
-    log = open(log_dir / f"worker-{node}.log", "wb")
-    return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", f"node.{node}", "-n", f"{node}@%h",
-         "--without-gossip", "--without-mingle", "-l", "info"],
-        cwd=ROOT, env={**env, "TIDEPOOL_NODE_NAME": node}, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
 
 
-def kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def test_lost_node_job_restarts_on_other_node(postgres_db, redis_url, settings, tmp_path):
@@ -56,20 +41,7 @@ def test_lost_node_job_restarts_on_other_node(postgres_db, redis_url, settings, 
     settings.TIDEPOOL_RESTART_BACKOFF_BASE = 0.5
     settings.REDIS_URL = redis_url
     data_dir = tmp_path / "var"
-    db = postgres_db.settings_dict
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
-        "REDIS_URL": redis_url,
-        "TIDEPOOL_EXECUTOR": "celery",
-        "TIDEPOOL_DATA_DIR": str(data_dir),
-        "TIDEPOOL_HEARTBEAT_SECONDS": "0.5",
-        "TIDEPOOL_GRACE_SECONDS": "3",
-        "TIDEPOOL_NODE_GPU_TYPE": "A100",
-        "TIDEPOOL_NODE_GPUS": "2",
-        "TIDEPOOL_NODE_CPU": "4",
-        "TIDEPOOL_NODE_MEMORY_GIB": "8",
-    }
+    env = node_worker_env(postgres_db, redis_url, data_dir)
     user = get_user_model().objects.create_user("ana")
     space = Workspace.objects.create(name="team-a")
     space.members.add(user)
@@ -123,14 +95,6 @@ def test_lost_node_job_restarts_on_other_node(postgres_db, redis_url, settings, 
         assert "rank=0 gpus=0,1" in log and "done" in log  # CUDA_VISIBLE_DEVICES matches the record
     finally:
         set_executor(previous)
-        for process in workers.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)  # warm shutdown: drains the node
-        for process in workers.values():
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                kill_group(process.pid)
-                process.wait(5)
+        stop_workers(workers)
         for pgid_file in workdir.rglob("pgid-*") if workdir.exists() else []:
             kill_group(int(pgid_file.read_text()))

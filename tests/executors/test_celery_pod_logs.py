@@ -6,9 +6,6 @@ process (the console) has a TIDEPOOL_DATA_DIR of its own, so it can read a log o
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,6 +23,7 @@ from scheduler.loop import schedule_once
 from scheduler.models import JobStatus, Node, Pod, PodStatus, Workspace
 from scheduler.services.jobs import job_submit
 from scheduler.services.quotas import quota_create
+from tests.executors.node_workers import node_worker_env, start_worker, stop_workers
 from tests.factories import JobFactory, NodeFactory, make_running
 from tests.waiting import wait_for
 
@@ -41,21 +39,8 @@ POD_COMMAND = (
 
 
 
-def start_worker(node: str, env: dict, log_dir: Path) -> subprocess.Popen:
-    log = open(log_dir / f"worker-{node}.log", "wb")
-    return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", f"node.{node}", "-n", f"{node}@%h",
-         "--without-gossip", "--without-mingle", "-l", "info"],
-        cwd=ROOT, env={**env, "TIDEPOOL_NODE_NAME": node}, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
 
 
-def kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 @pytest.mark.django_db
@@ -88,20 +73,7 @@ def test_console_reads_and_follows_a_log_on_the_node(postgres_db, redis_url, set
     settings.TIDEPOOL_EXECUTOR = "celery"
     node_data = tmp_path / "node-var"  # the nodes' disk; the console's is settings.TIDEPOOL_DATA_DIR
     go_file = tmp_path / "go"
-    db = postgres_db.settings_dict
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
-        "REDIS_URL": redis_url,
-        "TIDEPOOL_EXECUTOR": "celery",
-        "TIDEPOOL_DATA_DIR": str(node_data),
-        "TIDEPOOL_HEARTBEAT_SECONDS": "0.5",
-        "TIDEPOOL_GRACE_SECONDS": "3",
-        "TIDEPOOL_NODE_GPU_TYPE": "A100",
-        "TIDEPOOL_NODE_GPUS": "2",
-        "TIDEPOOL_NODE_CPU": "4",
-        "TIDEPOOL_NODE_MEMORY_GIB": "8",
-    }
+    env = node_worker_env(postgres_db, redis_url, node_data)
     user = get_user_model().objects.create_user("ana")
     space = Workspace.objects.create(name="team-a")
     space.members.add(user)
@@ -184,12 +156,4 @@ def test_console_reads_and_follows_a_log_on_the_node(postgres_db, redis_url, set
     finally:
         set_executor(previous)
         go_file.touch()
-        for process in workers.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)  # warm shutdown: drains the node
-        for process in workers.values():
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                kill_group(process.pid)
-                process.wait(5)
+        stop_workers(workers)
