@@ -115,7 +115,7 @@ def live_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Li
         "DATABASE_URL": f"sqlite:///{base / 'db.sqlite3'}",
         "TIDEPOOL_DATA_DIR": str(base / "var"),
         "TIDEPOOL_SCHEDULER_INTERVAL": "0.5",
-        "TIDEPOOL_GRACE_SECONDS": "2",
+        "TIDEPOOL_GRACE_SECONDS": "8",
         "TIDEPOOL_RESTART_BACKOFF_BASE": "1",
         "TIDEPOOL_EXECUTOR": "local",
         "DEBUG": "1",

@@ -126,7 +126,7 @@ def test_submit_and_watch_it_run_in_a_second_browser(
 
 
 def test_idle_job_is_reclaimed_then_runs_again(
-    live_server_process: object, open_page: Callable, screenshots: Callable
+    live_server_process: object, open_page: Callable, screenshots: Callable, request: pytest.FixtureRequest
 ) -> None:
     bob = open_page("bob")
     bob_watcher = open_page("bob")
@@ -134,10 +134,12 @@ def test_idle_job_is_reclaimed_then_runs_again(
 
     # Bob's job borrows the whole pool (4 × 8 GPUs) on idle resources.
     fill_job_form(bob, name="e2e-borrower", quota="team-language", idle="only", pods=4, gpus=8,
-                  command=f"{TRAIN} --steps 100000 --checkpoint-every 5 --step-sleep 1 {TRAIN_PER_RANK}")
+                  command=f"{TRAIN} --steps 100000 --checkpoint-every 5 --step-sleep 2 {TRAIN_PER_RANK}")
     bob.click("#submit-job")
     bob.wait_for_url(re.compile(r"/jobs/\d+/$"))
     borrower = job_id_of(bob)
+    # Whatever happens below, the borrower must not hold the pool for the tests that follow.
+    request.addfinalizer(lambda: bob.request.post(f"/api/jobs/{borrower}/stop/", headers=_csrf(bob)))
 
     bob_watcher.goto("/jobs/")
     bob_watcher.evaluate("window.__notReloaded = true")
@@ -153,7 +155,8 @@ def test_idle_job_is_reclaimed_then_runs_again(
     alice.click("#submit-job")
     alice.wait_for_url(re.compile(r"/jobs/\d+/$"))
     claimer = job_id_of(alice)
-    bob_watcher.wait_for_selector(row(bob_watcher, borrower, status="Preempted"))
+    # Preempted lasts until the pods have saved and exited (a step of 2 s at most).
+    bob_watcher.wait_for_selector(row(bob_watcher, borrower, status="Preempted"), timeout=60_000)
     reason = bob_watcher.locator(row(bob_watcher, borrower) + " .reason").inner_text()
     assert "reclaimed by quota team-vision for job e2e-claimer" in reason
     screenshots(bob_watcher, "jobs-preempted")
