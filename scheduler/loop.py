@@ -9,14 +9,11 @@ leader (a standby takes over when the leader's session ends); on SQLite run a si
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -375,40 +372,13 @@ def _redis_wakeup_listener(stop: threading.Event):
     return pubsub.run_in_thread(sleep_time=0.5, daemon=True)
 
 
-def _kill_orphan(pod: Pod) -> bool:
-    """Kill a pod process group left by a console that died, if it is still that pod's process.
-
-    Pods run in sessions of their own, so they outlive a killed console. The pid is checked
-    against the process's environment (its pod id and attempt) so a recycled pid is never hit.
-    """
-    if not pod.pid:
-        return False
-    try:
-        environ = Path(f"/proc/{pod.pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    if f"TIDEPOOL_POD_ID={pod.pk}".encode() not in environ or f"TIDEPOOL_ATTEMPT={pod.attempt}".encode() not in environ:
-        return False
-    try:
-        os.killpg(pod.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        return False
-    log.warning("killed pod %s attempt %s (process group %s) left by the previous console", pod.pk, pod.attempt,
-                pod.pid)
-    return True
-
-
 def mark_pods_lost_on_start() -> None:
-    """Embedded executor restarted: pods it ran lost their supervisor. Kill any still running (their
-    jobs restart under their fault-tolerance settings), and fail them as 'console process restarted'."""
+    """The embedded console (re)starts: pods of its demo nodes that a previous console left are
+    killed and failed as 'console process restarted'."""
+    from scheduler.executors.orphans import release_orphaned_pods
+
     for node in Node.objects.filter(inventory_source=Node.InventorySource.DEMO):
-        pods = list(Pod.objects.filter(node=node, status__in=LIVE_POD_STATUSES))
-        if not pods:
-            continue
-        for pod in pods:
-            _kill_orphan(pod)
-        node_mark_lost(node=node, reason=f"node {node.name} lost: the console process restarted")
-        Node.objects.filter(pk=node.pk).update(lost=False)  # the node itself is fine: this process runs it
+        release_orphaned_pods(node=node, reason=f"node {node.name} lost: the console process restarted")
 
 
 __all__ = ["schedule_once", "run_forever", "apply_decisions", "CycleResult", "PodStatus"]

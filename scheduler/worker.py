@@ -60,7 +60,19 @@ class NodeWorker:
         )
         log.info("node %s registered: %s × %s (%s)", self.node_name, inventory.gpus, inventory.gpu_type,
                  inventory.source)
+        self._release_orphans()
         self._heartbeat.start()
+
+    def _release_orphans(self) -> None:
+        """Pods a previous worker of this node left running (it was killed): kill them, fail them."""
+        from scheduler.executors.orphans import release_orphaned_pods
+        from scheduler.models import Node
+
+        node = Node.objects.get(name=self.node_name)
+        failed = release_orphaned_pods(node=node, reason=f"node {self.node_name}'s worker restarted")
+        if failed:
+            log.warning("node %s: %d pod(s) of the previous worker failed; their jobs restart", self.node_name,
+                        failed)
 
     def _beat(self) -> None:
         from scheduler.services.nodes import node_heartbeat

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -25,12 +26,6 @@ POD_COMMAND = (
     f"echo $$ > pgid-$TIDEPOOL_ATTEMPT; echo rank=$RANK gpus=$CUDA_VISIBLE_DEVICES; "
     f"{sys.executable} -c 'import time; time.sleep(4)'; echo done"
 )
-
-
-
-
-
-
 
 
 def test_lost_node_job_restarts_on_other_node(postgres_db, redis_url, settings, tmp_path):
@@ -98,3 +93,70 @@ def test_lost_node_job_restarts_on_other_node(postgres_db, redis_url, settings, 
         stop_workers(workers)
         for pgid_file in workdir.rglob("pgid-*") if workdir.exists() else []:
             kill_group(int(pgid_file.read_text()))
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_restarted_worker_kills_pods_its_predecessor_left(postgres_db, redis_url, settings, tmp_path):
+    """The worker dies but its pod runs on, unsupervised; the next worker of the node kills it and the
+    job restarts, instead of two copies training at once."""
+    from config.celery import app
+
+    app.conf.broker_url = redis_url
+    settings.TIDEPOOL_NODE_TIMEOUT = 60  # the node is never judged lost here: this is the restart path
+    settings.TIDEPOOL_RESTART_BACKOFF_BASE = 0.5
+    settings.REDIS_URL = redis_url
+    data_dir = tmp_path / "var"
+    env = node_worker_env(postgres_db, redis_url, data_dir)
+    user = get_user_model().objects.create_user("ana")
+    space = Workspace.objects.create(name="team-a")
+    space.members.add(user)
+    quota_create(name="team-a", min_gpus={"A100": 2}, min_cpu=4, min_memory_gib=8, workspaces=[space])
+
+    previous = set_executor(CeleryExecutor())
+    workers = {"node-a": start_worker("node-a", env, tmp_path)}
+    workdir = data_dir / "pods"
+    pgid = None
+    try:
+        wait_for(lambda: Node.objects.filter(name="node-a", last_heartbeat__isnull=False).exists(), 60,
+                 "the worker to register its node")
+        job = job_submit(user=user, workspace=space, quota=space.quotas.get(), name="survivor", command=POD_COMMAND,
+                         roles=[{"name": "worker", "pod_count": 1, "gpus": 2}], fault_tolerance=True)
+
+        def running() -> bool:
+            schedule_once()
+            return Pod.objects.filter(job=job, status=PodStatus.RUNNING).exists()
+
+        wait_for(running, 30, "the job to run")
+        first = Pod.objects.get(job=job, attempt=1)
+        assert first.pid
+        pgid = int(wait_for(lambda: next(workdir.rglob("pgid-1"), None), 10, "the pod's pid file").read_text())
+        assert pgid == first.pid  # the recorded process group is the pod's
+
+        workers["node-a"].kill()  # the worker dies; its pod does not
+        workers["node-a"].wait(10)
+        assert group_alive(pgid)
+        workers["node-a"] = start_worker("node-a", env, tmp_path)
+
+        wait_for(lambda: not group_alive(pgid), 60, "the new worker to kill the orphaned pod")
+        first.refresh_from_db()
+        assert first.status == PodStatus.FAILED and first.reason == "node node-a's worker restarted"
+
+        def finished() -> str | None:
+            schedule_once()
+            job.refresh_from_db()
+            return job.status if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED) else None
+
+        assert wait_for(finished, 60, "the job to finish", step=0.5) == JobStatus.SUCCEEDED
+        assert job.restart_count == 1 and Pod.objects.get(job=job, attempt=2).status == PodStatus.SUCCEEDED
+    finally:
+        set_executor(previous)
+        stop_workers(workers)
+        if pgid is not None:
+            kill_group(pgid)

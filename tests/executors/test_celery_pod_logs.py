@@ -37,12 +37,6 @@ POD_COMMAND = (
 )
 
 
-
-
-
-
-
-
 @pytest.mark.django_db
 def test_node_serves_only_logs_of_its_own_pods(settings):
     """The node side alone (no broker): bounded reads, only pods the database places on this node."""

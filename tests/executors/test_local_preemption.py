@@ -29,8 +29,6 @@ ARGS = f"--steps {STEPS} --checkpoint-every 50 --seed 7"
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-
-
 @pytest.fixture
 def local_executor():
     executor = LocalExecutor()

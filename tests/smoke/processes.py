@@ -36,8 +36,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-
-
 def answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
