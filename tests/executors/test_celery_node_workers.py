@@ -37,10 +37,7 @@ def test_lost_node_job_restarts_on_other_node(postgres_db, redis_url, settings, 
     settings.REDIS_URL = redis_url
     data_dir = tmp_path / "var"
     env = node_worker_env(postgres_db, redis_url, data_dir)
-    user = get_user_model().objects.create_user("ana")
-    space = Workspace.objects.create(name="team-a")
-    space.members.add(user)
-    quota_create(name="team-a", min_gpus={"A100": 4}, min_cpu=8, min_memory_gib=16, workspaces=[space])
+    user, space = team_a(gpus=4)
 
     previous = set_executor(CeleryExecutor())
     workers = {name: start_worker(name, env, tmp_path) for name in ("node-a", "node-b")}
@@ -95,6 +92,16 @@ def test_lost_node_job_restarts_on_other_node(postgres_db, redis_url, settings, 
             kill_group(int(pgid_file.read_text()))
 
 
+def team_a(*, gpus: int):
+    """A user in workspace team-a, whose quota guarantees `gpus` A100 (2 CPU cores, 4 GiB per GPU)."""
+    user = get_user_model().objects.create_user("ana")
+    space = Workspace.objects.create(name="team-a")
+    space.members.add(user)
+    quota_create(name="team-a", min_gpus={"A100": gpus}, min_cpu=2 * gpus, min_memory_gib=4 * gpus,
+                 workspaces=[space])
+    return user, space
+
+
 def group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -114,10 +121,7 @@ def test_restarted_worker_kills_pods_its_predecessor_left(postgres_db, redis_url
     settings.REDIS_URL = redis_url
     data_dir = tmp_path / "var"
     env = node_worker_env(postgres_db, redis_url, data_dir)
-    user = get_user_model().objects.create_user("ana")
-    space = Workspace.objects.create(name="team-a")
-    space.members.add(user)
-    quota_create(name="team-a", min_gpus={"A100": 2}, min_cpu=4, min_memory_gib=8, workspaces=[space])
+    user, space = team_a(gpus=2)
 
     previous = set_executor(CeleryExecutor())
     workers = {"node-a": start_worker("node-a", env, tmp_path)}
