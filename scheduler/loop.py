@@ -32,7 +32,6 @@ from scheduler.models import (
     JobStatus,
     Node,
     Pod,
-    PodStatus,
 )
 from scheduler.publish import publish_cluster_change_on_commit, publish_jobs_changed_on_commit
 from scheduler.services.events import job_event
@@ -379,6 +378,3 @@ def mark_pods_lost_on_start() -> None:
 
     for node in Node.objects.filter(inventory_source=Node.InventorySource.DEMO):
         release_orphaned_pods(node=node, reason=f"node {node.name} lost: the console process restarted")
-
-
-__all__ = ["schedule_once", "run_forever", "apply_decisions", "CycleResult", "PodStatus"]

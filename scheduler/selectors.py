@@ -49,10 +49,6 @@ def job_for_user(*, user: AbstractBaseUser, job_id: int) -> Job | None:
     return visible_jobs(user=user).filter(pk=job_id).first()
 
 
-def workspace_quotas(*, workspace: Workspace) -> QuerySet[ResourceQuota]:
-    return workspace.quotas.all().order_by("resource_type", "name")
-
-
 def allocation_by_quota(*, now) -> list:
     """GPU allocation samples at `now`: one per quota (its own jobs) and one per pool (quota=None)."""
     from collections import defaultdict

@@ -69,11 +69,6 @@ def _seconds(moment: datetime | None) -> float | None:
     return moment.timestamp() if moment is not None else None
 
 
-# Jobs whose live pods are exiting: their capacity is being released.
-TERMINATING_STATUSES = (JobStatus.PREEMPTED, JobStatus.STOPPING, JobStatus.RESTARTING, JobStatus.FAILED,
-                        JobStatus.STOPPED, JobStatus.SUCCEEDED)
-
-
 @dataclass
 class SnapshotIndex:
     """Maps the snapshot's names back to rows."""
@@ -114,27 +109,16 @@ def build_snapshot(jobs: Sequence[Job], now: datetime) -> tuple[engine.Snapshot,
             submitted_at=_seconds(job.queue_time) or 0.0,
         )
         job_live = live.get(job.pk, [])
-        if job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING) and job_live:
-            by_rank = {pod.rank: pod for pod in job_live}
-            pods = tuple(p for rank, p in enumerate(pods_spec) if rank in by_rank)
-            engine_jobs.append(
-                engine.Job(
-                    **common,
-                    pods=pods,
-                    phase=engine.RUNNING,
-                    in_quota=bool(job.in_quota),
-                    started_at=_seconds(job.started_at) or 0.0,
-                    nodes=tuple(node_names[by_rank[rank].node_id] for rank in sorted(by_rank)),
-                )
-            )
-        elif job_live:
-            # Preempted / stopping / failing: pods still exiting hold capacity that is being released.
+        if job_live:
+            # Running jobs hold their pods' capacity; any other job with live pods (preempted,
+            # stopping, failing) is terminating: its capacity is being released.
+            running = job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING)
             by_rank = {pod.rank: pod for pod in job_live}
             engine_jobs.append(
                 engine.Job(
                     **common,
                     pods=tuple(p for rank, p in enumerate(pods_spec) if rank in by_rank),
-                    phase=engine.TERMINATING,
+                    phase=engine.RUNNING if running else engine.TERMINATING,
                     in_quota=bool(job.in_quota),
                     started_at=_seconds(job.started_at) or 0.0,
                     nodes=tuple(node_names[by_rank[rank].node_id] for rank in sorted(by_rank)),

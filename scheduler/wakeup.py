@@ -17,15 +17,23 @@ log = logging.getLogger("tidepool.wakeup")
 
 WAKEUP_CHANNEL = "tidepool:scheduler:wakeup"
 local_wakeup = threading.Event()
+_redis_client = None
+
+
+def _redis():
+    global _redis_client
+    if _redis_client is None:
+        import redis
+
+        _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1)
+    return _redis_client
 
 
 def wake_scheduler() -> None:
     local_wakeup.set()
     if settings.REDIS_URL:
         try:
-            import redis
-
-            redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1).publish(WAKEUP_CHANNEL, b"1")
+            _redis().publish(WAKEUP_CHANNEL, b"1")
         except Exception:  # the loop polls anyway; a lost wake-up only costs one interval
             log.warning("could not publish scheduler wake-up", exc_info=True)
 

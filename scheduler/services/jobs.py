@@ -16,6 +16,7 @@ from django.utils import timezone
 from scheduler.engine.placement import unplaceable_reason
 from scheduler.models import (
     FINAL_JOB_STATUSES,
+    LIVE_POD_STATUSES,
     IdleMode,
     Job,
     JobRole,
@@ -197,7 +198,7 @@ def job_restart(*, job: Job, user: AbstractBaseUser | None) -> Job:
     """Run a finished job again, keeping its checkpoint directory (a fresh queue time)."""
     job = Job.objects.select_for_update().get(pk=job.pk)
     if job.status not in (*FINAL_JOB_STATUSES, JobStatus.PREEMPTED) or job.pods.filter(
-        status__in=["Pending", "Running"]
+        status__in=LIVE_POD_STATUSES
     ).exists():
         raise ValidationError({"status": f"Job {job.name} is {job.status}; stop it before restarting."})
     job.status = JobStatus.QUEUING

@@ -99,11 +99,11 @@ def _check_tree(quota: ResourceQuota) -> None:
                 raise ValidationError({"parent": f"{parent.name} is inside {quota.name}'s subtree: no cycles."})
             ancestor = ancestor.parent
         siblings = ResourceQuota.objects.filter(parent_id=quota.parent_id).exclude(pk=quota.pk)
-        _check_children_within(parent, [*siblings, quota], field="min_gpus", changed=quota)
+        _check_children_within(parent, [*siblings, quota], changed=quota)
     if quota.pk is not None:
         children = list(quota.children.all())
         if children:
-            _check_children_within(quota, children, field="min_gpus", changed=None)
+            _check_children_within(quota, children, changed=None)
             if any(child.resource_type != quota.resource_type for child in children):
                 raise ValidationError(
                     {"resource_type": f"Quota {quota.name} has children of another resource type."}
@@ -119,7 +119,7 @@ def _check_tree(quota: ResourceQuota) -> None:
 
 
 def _check_children_within(
-    parent: ResourceQuota, children: list[ResourceQuota], *, field: str, changed: ResourceQuota | None
+    parent: ResourceQuota, children: list[ResourceQuota], *, changed: ResourceQuota | None
 ) -> None:
     limit = _as_vector(parent.min_gpus, parent.min_cpu, parent.min_memory_gib)
     total: dict[str, Decimal] = {}
