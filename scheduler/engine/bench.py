@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import math
 import random
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from .types import (
     NOMINATED,
     PENDING,
     RUNNING,
+    Decisions,
     Job,
     Node,
     Pod,
@@ -190,21 +192,9 @@ def build_synthetic_snapshot(
     return Snapshot(nodes=tuple(node_list), quotas=tuple(quota_list), jobs=tuple(jobs))
 
 
-def build_reclaim_heavy_snapshot(
-    nodes: int = 1000,
-    gpus_per_node: int = 8,
-    quotas: int = 20,
-    pending: int = 2000,
-    seed: int = 0,
-    traces_dir: Path | None = None,
-) -> Snapshot:
-    """Every node full of idle jobs of a `borrowers` quota (no guarantee), and `pending` In Quota jobs
-    of the teams, each team queueing no more than its min: most of them must reclaim."""
-    rng = random.Random(seed)
-    sizes = [s for s in gpu_sizes(traces_dir) if s <= gpus_per_node]
-    node_list = _nodes(nodes, gpus_per_node)
-    quota_list = _quotas(node_list, quotas, rng, with_max=False)
-    quota_list.append(Quota(name="borrowers", parent="root"))
+def _fill_with_borrowers(node_list: list[Node], sizes: Sequence[int], rng: random.Random,
+                         gpus_per_node: int) -> list[Job]:
+    """Every GPU of every node held by an idle (Not in Quota) job of the `borrowers` quota."""
     jobs: list[Job] = []
     for node in node_list:
         left = node.gpus
@@ -215,32 +205,119 @@ def build_reclaim_heavy_snapshot(
             jobs.append(Job(name=f"idle-{len(jobs):05d}", quota="borrowers", pods=pods, priority=rng.randint(1, 9),
                             idle=IDLE_ONLY, phase=RUNNING, in_quota=False, started_at=rng.uniform(0, 1000),
                             nodes=(node.name,) * len(pods)))
-    teams = quota_list[1:-1]
-    queued: dict[tuple[str, str], int] = {}
-    made = misses = 0
-    while made < pending and misses < 1000:  # stop early once the teams' guarantees are all queued
-        team = rng.choice(teams)
+    return jobs
+
+
+def _idle_only_queue(count: int, teams: list[Quota], sizes: Sequence[int], rng: random.Random,
+                     gpus_per_node: int, first: int) -> list[Job]:
+    """Queued `only` jobs: they never reclaim, and on a full cluster they wait in the idle pass."""
+    return [
+        Job(name=f"job-{first + i:06d}", quota=rng.choice(teams).name,
+            pods=_pods(rng, rng.choice(sizes), gpus_per_node, rng.choice(MODELS)), priority=rng.randint(1, 9),
+            idle=IDLE_ONLY, submitted_at=2000.0 + first + i)
+        for i in range(count)
+    ]
+
+
+def _in_quota_queue(count: int, teams: list[Quota], sizes: Sequence[int], rng: random.Random,
+                    gpus_per_node: int) -> list[Job]:
+    """Up to `count` queued In Quota jobs (`off`), each team queueing no more than its min, so each one
+    fits in quota and, on a full cluster, must reclaim. Sizes that no team has room for any more shrink."""
+    room = {(q.name, model): q.min.get(gpu_key(model), 0) for q in teams for model in MODELS}
+    jobs: list[Job] = []
+    for i in range(count):
         model = rng.choice(MODELS)
         size = rng.choice(sizes)
-        key = (team.name, model)
-        if queued.get(key, 0) + size > team.min.get(gpu_key(model), 0):
-            misses += 1
-            continue
-        queued[key] = queued.get(key, 0) + size
-        jobs.append(Job(name=f"job-{made:05d}", quota=team.name, pods=_pods(rng, size, gpus_per_node, model),
-                        priority=rng.randint(1, 9), idle=IDLE_OFF, submitted_at=2000.0 + made))
-        made += 1
+        while True:
+            teams_with_room = [q for q in teams if room[(q.name, model)] >= size]
+            if teams_with_room or size == 1:
+                break
+            size = max(s for s in sizes if s < size) if any(s < size for s in sizes) else 1
+        if not teams_with_room:
+            break  # every guarantee of this model is queued already
+        team = rng.choice(teams_with_room)
+        room[(team.name, model)] -= size
+        jobs.append(Job(name=f"job-{i:06d}", quota=team.name, pods=_pods(rng, size, gpus_per_node, model),
+                        priority=rng.randint(1, 9), idle=IDLE_OFF, submitted_at=2000.0 + i))
+    return jobs
+
+
+def build_reclaim_heavy_snapshot(
+    nodes: int = 1000,
+    gpus_per_node: int = 8,
+    quotas: int = 20,
+    pending: int = 2000,
+    seed: int = 0,
+    traces_dir: Path | None = None,
+    in_quota_share: float = 0.5,
+) -> Snapshot:
+    """Every node full of idle jobs of a `borrowers` quota (no guarantee; Philly sizes up to a node),
+    and `pending` queued jobs: `in_quota_share` of them In Quota jobs of the teams (each team queueing
+    no more than its min: each one must reclaim), the rest `only` jobs that wait for idle capacity."""
+    rng = random.Random(seed)
+    sizes = [s for s in gpu_sizes(traces_dir) if s <= gpus_per_node]
+    node_list = _nodes(nodes, gpus_per_node)
+    quota_list = _quotas(node_list, quotas, rng, with_max=False)
+    quota_list.append(Quota(name="borrowers", parent="root"))
+    jobs = _fill_with_borrowers(node_list, sizes, rng, gpus_per_node)
+    teams = quota_list[1:-1]
+    in_quota = _in_quota_queue(round(pending * in_quota_share), teams, sizes, rng, gpus_per_node)
+    jobs += in_quota + _idle_only_queue(pending - len(in_quota), teams, sizes, rng, gpus_per_node, len(in_quota))
     return Snapshot(nodes=tuple(node_list), quotas=tuple(quota_list), jobs=tuple(jobs))
 
 
-def _timed(snapshot: Snapshot, repeat: int) -> tuple[float, object]:
-    best = math.inf
-    decisions = None
+STORM_SIZES = (1, 2, 4, 8)
+
+
+def build_mixed_storm_snapshot(
+    nodes: int = 1000,
+    gpus_per_node: int = 8,
+    quotas: int = 20,
+    pending: int = 10000,
+    seed: int = 0,
+    per_node: int = 2,
+) -> Snapshot:
+    """A reclaim storm of mixed sizes: every node full of borrowers of 1, 2, 4 and 8 GPUs, `per_node`
+    queued In Quota jobs per node of those sizes (each one must reclaim), and `only` jobs up to
+    `pending` queued in all."""
+    rng = random.Random(seed)
+    sizes = [s for s in STORM_SIZES if s <= gpus_per_node]
+    node_list = _nodes(nodes, gpus_per_node)
+    quota_list = _quotas(node_list, quotas, rng, with_max=False)
+    quota_list.append(Quota(name="borrowers", parent="root"))
+    jobs = _fill_with_borrowers(node_list, sizes, rng, gpus_per_node)
+    teams = quota_list[1:-1]
+    in_quota = _in_quota_queue(min(per_node * nodes, pending), teams, sizes, rng, gpus_per_node)
+    jobs += in_quota + _idle_only_queue(pending - len(in_quota), teams, sizes, rng, gpus_per_node, len(in_quota))
+    return Snapshot(nodes=tuple(node_list), quotas=tuple(quota_list), jobs=tuple(jobs))
+
+
+def _timed(snapshot: Snapshot, repeat: int) -> tuple[float, Decisions]:
+    """The median of `repeat` cycles on the same snapshot, and the decisions."""
+    times = []
+    decisions = Decisions()
     for _ in range(repeat):
         start = time.perf_counter()
         decisions = run_cycle(snapshot)
-        best = min(best, time.perf_counter() - start)
-    return best, decisions
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), decisions
+
+
+def _figures(prefix: str, snapshot: Snapshot, repeat: int) -> dict:
+    """One snapshot's cycle: its time, decisions/s (every queued job decided, most by staying pending)
+    and placements/s (jobs admitted or nominated), and what was decided."""
+    queued = sum(1 for job in snapshot.jobs if job.phase in (PENDING, NOMINATED))
+    cycle_s, decisions = _timed(snapshot, repeat)
+    placed = len(decisions.admitted) + len(decisions.nominated)
+    return {
+        f"{prefix}queued": queued,
+        f"{prefix}cycle_s": round(cycle_s, 4),
+        f"{prefix}decisions_per_s": round(queued / cycle_s),
+        f"{prefix}placements_per_s": round(placed / cycle_s),
+        f"{prefix}admitted": len(decisions.admitted),
+        f"{prefix}nominated": len(decisions.nominated),
+        f"{prefix}preempted": len(decisions.preempted),
+    }
 
 
 def measure(
@@ -250,30 +327,50 @@ def measure(
     pending: int = 10000,
     seed: int = 0,
     repeat: int = 3,
-    reclaim_pending: int = 2000,
+    reclaim_pending: int | None = None,
     traces_dir: Path | None = None,
 ) -> dict:
-    """Time full cycles (best of `repeat`) on the two synthetic snapshots."""
-    snapshot = build_synthetic_snapshot(nodes, gpus_per_node, quotas, pending, seed, traces_dir)
-    decided = sum(1 for job in snapshot.jobs if job.phase in (PENDING, NOMINATED))
-    cycle_s, decisions = _timed(snapshot, repeat)
+    """Time full cycles (median of `repeat`) on three snapshots of one size: the quiet cluster
+    (`build_synthetic_snapshot`), the uniform reclaim-heavy one and the mixed-size storm. The reclaim
+    snapshots queue `reclaim_pending` jobs (default: as many as the quiet one)."""
+    reclaim_pending = pending if reclaim_pending is None else reclaim_pending
+    quiet = build_synthetic_snapshot(nodes, gpus_per_node, quotas, pending, seed, traces_dir)
+    out: dict = {"nodes": nodes, "gpus": nodes * gpus_per_node,
+                 "running": sum(1 for job in quiet.jobs if job.phase == RUNNING)}
+    out.update(_figures("", quiet, repeat))
+    del quiet
     heavy = build_reclaim_heavy_snapshot(nodes, gpus_per_node, quotas, reclaim_pending, seed, traces_dir)
-    reclaim_s, heavy_decisions = _timed(heavy, repeat)
-    return {
-        "nodes": nodes,
-        "gpus": nodes * gpus_per_node,
-        "queued": decided,
-        "running": len(snapshot.jobs) - decided,
-        "cycle_s": round(cycle_s, 4),
-        "decisions_per_s": round(decided / cycle_s),
-        "admitted": len(decisions.admitted),
-        "nominated": len(decisions.nominated),
-        "preempted": len(decisions.preempted),
-        "reclaim_queued": sum(1 for job in heavy.jobs if job.phase == PENDING),
-        "reclaim_cycle_s": round(reclaim_s, 4),
-        "reclaim_preempted": len(heavy_decisions.preempted),
-        "reclaim_nominated": len(heavy_decisions.nominated),
-    }
+    out.update(_figures("reclaim_", heavy, repeat))
+    del heavy
+    storm = build_mixed_storm_snapshot(nodes, gpus_per_node, quotas, reclaim_pending, seed)
+    out.update(_figures("storm_", storm, repeat))
+    return out
+
+
+SWEEP_NODES = (500, 1000, 2000, 5000)
+QUEUED_PER_NODE = 10
+
+
+def growth(rows: Sequence[dict], key: str, first: int, last: int) -> float | None:
+    """The exponent b in time ∝ nodes^b between two sizes of a sweep (None if either is missing)."""
+    by_nodes = {row["nodes"]: row[key] for row in rows}
+    if first not in by_nodes or last not in by_nodes or first == last:
+        return None
+    return round(math.log(by_nodes[last] / by_nodes[first]) / math.log(last / first), 2)
+
+
+def sweep(sizes: Sequence[int] = SWEEP_NODES, gpus_per_node: int = 8, quotas: int = 20, seed: int = 0,
+          repeat: int = 3, traces_dir: Path | None = None) -> list[dict]:
+    """`measure` at each size with QUEUED_PER_NODE queued jobs per node, with each cycle's growth exponent
+    from the previous size (`*_growth`)."""
+    rows: list[dict] = []
+    for nodes in sizes:
+        row = measure(nodes, gpus_per_node, quotas, QUEUED_PER_NODE * nodes, seed, repeat, traces_dir=traces_dir)
+        if rows:
+            for key in ("cycle_s", "reclaim_cycle_s", "storm_cycle_s"):
+                row[key.replace("cycle_s", "growth")] = growth([rows[-1], row], key, rows[-1]["nodes"], nodes)
+        rows.append(row)
+    return rows
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ class NodeState:
 class _Group:
     """The schedulable nodes of one (pool, model)."""
 
-    __slots__ = ("nodes", "buckets", "releasing")
+    __slots__ = ("nodes", "buckets", "releasing", "rel_buckets")
 
     def __init__(self, nodes: list[NodeState]) -> None:
         self.nodes = sorted(nodes, key=lambda n: n.name)
@@ -67,6 +67,35 @@ class _Group:
             bucket.sort()  # names are unique: tuples never compare the node objects
         # Nodes with unreserved capacity being released, in the order they got it (dict: ordered set).
         self.releasing: dict[NodeState, None] = {n: None for n in self.nodes if n.rel_g or n.rel_c or n.rel_m}
+        # The same nodes by what they have unreserved in all (free + being released), bucketed by GPUs
+        # and sorted by (CPU, name) like `buckets`: best fit over being-released capacity looks here.
+        self.rel_buckets: list[list[tuple[int, str, NodeState]]] = [[] for _ in range(top + 1)]
+        for node in self.releasing:
+            self.rel_buckets[node.free_g + node.rel_g].append((node.free_c + node.rel_c, node.name, node))
+        for bucket in self.rel_buckets:
+            bucket.sort()
+
+    def unlist_releasing(self, node: NodeState) -> None:
+        bucket = self.rel_buckets[node.free_g + node.rel_g]
+        del bucket[bisect_left(bucket, (node.free_c + node.rel_c, node.name))]
+
+    def list_releasing(self, node: NodeState) -> None:
+        insort(self.rel_buckets[node.free_g + node.rel_g], (node.free_c + node.rel_c, node.name, node))
+
+    def first_fit_releasing(self, g: int, c: int, m: int) -> NodeState | None:
+        """Among nodes with capacity being released: the fewest unreserved GPUs in all (free + being
+        released), then the least CPU, then the first name, that holds the pod."""
+        buckets = self.rel_buckets
+        probe = (c,)
+        for avail_g in range(g, len(buckets)):
+            bucket = buckets[avail_g]
+            if not bucket:
+                continue
+            for i in range(bisect_left(bucket, probe), len(bucket)):
+                node = bucket[i][2]
+                if node.free_m + node.rel_m >= m:
+                    return node
+        return None
 
     def first_fit(self, g: int, c: int, m: int, skip: dict[NodeState, None] | None) -> NodeState | None:
         """The node with the fewest free GPUs, then the least free CPU, then the first name, that holds
@@ -92,6 +121,8 @@ class Capacity:
         self._groups: dict[tuple[str, str], _Group] = {}
         self._pool_groups: dict[str, list[tuple[str, _Group]]] = {}  # pool -> [(model, group)] by model
         self._models: dict[str, list[str]] = {}  # pool -> GPU models, by name
+        # Set by the victim index once it exists: every node whose free or being-released capacity changes.
+        self.watch: set[NodeState] | None = None
 
     # --- building ------------------------------------------------------------------------------------
 
@@ -179,10 +210,10 @@ class Capacity:
                 key = (node.free_g - g, node.free_c - c, node.name)
                 if best_key is None or key < best_key:
                     best, best_key = node, key
-            for node in skip or ():
-                fg, fc, fm = node.free_g + node.rel_g, node.free_c + node.rel_c, node.free_m + node.rel_m
-                if fg >= g and fc >= c and fm >= m:
-                    key = (fg - g, fc - c, node.name)
+            if skip:
+                node = group.first_fit_releasing(g, c, m)
+                if node is not None:
+                    key = (node.free_g + node.rel_g - g, node.free_c + node.rel_c - c, node.name)
                     if best_key is None or key < best_key:
                         best, best_key = node, key
         return best
@@ -220,18 +251,36 @@ class Capacity:
         return self._groups.get((node.pool, node.model)) if node.schedulable else None
 
     def _set_free(self, node: NodeState, g: int, c: int, m: int) -> None:
+        if self.watch is not None:
+            self.watch.add(node)
         group = self._group(node)
-        if group is not None and (g != node.free_g or c != node.free_c):
+        if group is None:
+            node.free_g, node.free_c, node.free_m = g, c, m
+            return
+        listed = node in group.releasing
+        if listed:
+            group.unlist_releasing(node)
+        if g != node.free_g or c != node.free_c:
             bucket = group.buckets[node.free_g]
             del bucket[bisect_left(bucket, (node.free_c, node.name))]
             insort(group.buckets[g], (c, node.name, node))
         node.free_g, node.free_c, node.free_m = g, c, m
+        if listed:
+            group.list_releasing(node)
 
     def _set_rel(self, node: NodeState, g: int, c: int, m: int) -> None:
-        node.rel_g, node.rel_c, node.rel_m = g, c, m
+        if self.watch is not None:
+            self.watch.add(node)
         group = self._group(node)
-        if group is not None:
-            if g or c or m:
-                group.releasing[node] = None
-            else:
-                group.releasing.pop(node, None)
+        if group is None:
+            node.rel_g, node.rel_c, node.rel_m = g, c, m
+            return
+        listed = node in group.releasing
+        if listed:
+            group.unlist_releasing(node)
+        node.rel_g, node.rel_c, node.rel_m = g, c, m
+        if g or c or m:
+            group.releasing[node] = None  # a node already there keeps its place
+            group.list_releasing(node)
+        elif listed:
+            del group.releasing[node]

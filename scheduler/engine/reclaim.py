@@ -46,7 +46,8 @@ class VictimQueue:
 
     def __init__(self, victims: Iterable[Victim]) -> None:
         self._lists: dict[tuple[str, str | None], list[Victim]] = {}
-        for victim in sorted(victims, key=lambda v: candidates_ordering(v.job)):
+        self.ordered = sorted(victims, key=lambda v: candidates_ordering(v.job))
+        for victim in self.ordered:
             keys = {(victim.pool, None)} | {(victim.pool, node.model) for node, *_ in victim.pods}
             for key in keys:
                 self._lists.setdefault(key, []).append(victim)
@@ -69,6 +70,13 @@ class VictimQueue:
 
     def take(self, victim: Victim) -> None:
         self._taken.add(victim.job.name)
+
+    def is_taken(self, victim: Victim) -> bool:
+        return victim.job.name in self._taken
+
+    def untaken(self) -> list[Victim]:
+        """Every candidate not taken yet, in candidate order."""
+        return [victim for victim in self.ordered if victim.job.name not in self._taken]
 
 
 class Fit(Protocol):
