@@ -175,7 +175,8 @@ def apply_decisions(decisions: Decisions, index: SnapshotIndex, now: datetime) -
 
     for key, nodes in decisions.nominated.items():
         job = index.jobs[key]
-        reason = decisions.reasons.get(key, "waiting for preempted jobs to exit")
+        why = decisions.reasons.get(key)  # a reason value: its text by str(), its kind by `.code`
+        reason = str(why) if why is not None else "waiting for preempted jobs to exit"
         if job.nominated_nodes != list(nodes):
             job_event(job, "nominated", reason)
         if job.nominated_nodes != list(nodes) or job.waiting_reason != reason or job.queue_position is not None:
@@ -199,7 +200,8 @@ def apply_decisions(decisions: Decisions, index: SnapshotIndex, now: datetime) -
     renominated: list[int] = []
     for position, key in enumerate(decisions.pending, start=1):
         job = index.jobs[key]
-        reason = decisions.reasons.get(key, "")[:500]
+        why = decisions.reasons.get(key)
+        reason = str(why)[:500] if why is not None else ""
         touched = False
         if job.queue_position != position:
             positions.append((job.pk, position))

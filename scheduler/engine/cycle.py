@@ -37,6 +37,7 @@ from .reasons import (
     NeverFits,
     NoIdleRoom,
     NoRoom,
+    Reason,
     Refused,
     WaitingForVictims,
     any_model,
@@ -112,7 +113,7 @@ class _Cycle:
         self.decisions = Decisions()
         self.queue: list[Demand] = []  # pending and nominated jobs
         self.promotable: list[tuple[Job, dict[str, int]]] = []
-        self.why: dict[str, object] = {}  # job still pending -> why (a reason value)
+        self.why: dict[str, Reason | None] = {}  # job still pending -> why
         self.no_free_room = _Memo()
         self.no_released_room = _Memo()  # cleared when a preemption adds capacity being released
         self.no_reclaim_room = _Memo()
@@ -205,7 +206,7 @@ class _Cycle:
             # Whatever path it failed on, a job the pool cannot hold even when empty is told so.
             if not isinstance(why, Refused):
                 why = self._never_fits_reason(demand) or why
-            decided.reasons[name] = str(why)
+            decided.reasons[name] = why
 
     def _models(self, demand: Demand) -> list[str | None]:
         """The models to try, in order: the one the pods name; else the pool's models by name for a
@@ -222,7 +223,7 @@ class _Cycle:
             return Refused(f"unknown quota {demand.job.quota}")
         if not demand.order or len(demand.models_named) > 1:
             never = self._never_fits_reason(demand)
-            return Refused(str(never)) if never else None
+            return Refused(str(never), NeverFits.code) if never else None
         return None
 
     def _never_fits_reason(self, demand: Demand) -> NeverFits | None:
@@ -276,14 +277,14 @@ class _Cycle:
 
     # --- 1. in-quota pass ----------------------------------------------------------------------------------
 
-    def _in_quota(self, demand: Demand) -> object | None:
+    def _in_quota(self, demand: Demand) -> Reason | None:
         """Admit, nominate (maybe preempting) or return why not."""
         refusal = self._refusal(demand)
         if refusal is not None:
             return refusal
         quota = demand.job.quota
         fitting: list[str | None] = []
-        short: list[object] = []
+        short: list[Reason] = []
         for model in self._models(demand):
             reason = self.quotas.shortfall(quota, demand.request(model))
             if reason is None:
@@ -375,7 +376,6 @@ class _Cycle:
             victim=victim.job.name,
             for_job=demand.job.name,
             by_quota=demand.job.quota,
-            reason=f"reclaimed by quota {demand.job.quota} for job {demand.job.name}",
         )
         self.no_released_room.clear()  # more capacity is being released now
 
@@ -389,15 +389,15 @@ class _Cycle:
             self.decisions.admitted[demand.job.name] = Admission(in_quota=True, nodes=nodes, gpu_type=model)
         else:
             self.decisions.nominated[demand.job.name] = nodes
-            self.decisions.reasons[demand.job.name] = str(WaitingForVictims(tuple(exiting)))
+            self.decisions.reasons[demand.job.name] = WaitingForVictims(tuple(exiting))
 
     # --- 2. idle pass ----------------------------------------------------------------------------------
 
-    def _idle(self, demand: Demand) -> object | None:
+    def _idle(self, demand: Demand) -> Reason | None:
         refusal = self._refusal(demand)
         if refusal is not None:
             return refusal
-        maxed: list[object] = []
+        maxed: list[Reason] = []
         models = self._models(demand)
         for model in models:
             reason = self.quotas.max_shortfall(demand.job.quota, demand.request(model))

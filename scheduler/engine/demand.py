@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .resources import describe_pod, vector
+from .reasons import Asked
+from .resources import vector
 from .types import Job, Pod
 
 # One pod as placement sees it: (index in the job's pod order, GPUs, CPU millicores, memory MiB).
@@ -51,15 +52,12 @@ class Demand:
             req = self._requests[model] = vector(self.gpus, model, self.cpu_m, self.memory_mib)
         return req
 
-    def describe(self, model: str | None = None) -> str:
-        """"8 A100, 32 CPU cores", "4 pods of 8 A100, 32 CPU cores each", "3 pods (20 A100, ... in all)"."""
+    def describe(self, model: str | None = None) -> Asked:
+        """What it asks for, as reasons word it (rendered only when read)."""
         model = model or self.model
-        if self.count == 1:
-            _, g, c, m = self.order[0]
-            return describe_pod(g, model, c, m)
         if self.shape is not None:
-            return f"{self.count} pods of {describe_pod(*self.shape[:1], model, *self.shape[1:])} each"
-        return f"{self.count} pods ({describe_pod(self.gpus, model, self.cpu_m, self.memory_mib)} in all)"
+            return Asked(self.count, self.shape[0], model, self.shape[1], self.shape[2], True)
+        return Asked(self.count, self.gpus, model, self.cpu_m, self.memory_mib, False)
 
 
 def demand_of(job: Job, pool: str | None) -> Demand:

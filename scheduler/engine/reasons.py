@@ -1,22 +1,57 @@
-"""Why a job waits: values made where the decision is made, turned into text once.
+"""Why a job waits: values made where the decision is made, turned into text only when read.
 
-Each kind of reason is a small frozen value, so the cycle can pass it around, combine it (an
-`acceptable` job fails both the quota and the idle path) and only then render it. The text is what
-the console, the API and the job's events show: it names the quota, the resource and the numbers,
-so a person knows what to change (a smaller job, a larger quota, idle resources on, or just wait).
+Each kind of reason is a small frozen value with a stable `code` (its kind, for programs: the API,
+filters, the loop's stored code) and a text (`str(reason)`, for people). The cycle passes values
+around, combines them (an `acceptable` job fails both the quota and the idle path) and hands them
+out in `Decisions.reasons`; nothing renders text unless someone reads it. The text is what the
+console, the API and the job's events show: it names the quota, the resource and the numbers, so a
+person knows what to change (a smaller job, a larger quota, idle resources on, or just wait).
+
+Codes (also in docs/scheduling.md): see `REASON_CODES`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
-from .resources import amount_in_units, unit_name
+from .resources import amount_in_units, describe_pod, unit_name
+
+
+class Reason:
+    """A reason value: `code` names its kind; `str()` gives its text."""
+
+    __slots__ = ()
+    code: ClassVar[str] = ""
 
 
 @dataclass(frozen=True, slots=True)
-class QuotaFull:
+class Asked:
+    """What a job asks for, as reasons word it: "8 A100, 32 CPU cores", "4 pods of 8 A100, 32 CPU
+    cores each", "3 pods (20 A100, 56 CPU cores in all)". `equal`: all pods are this size (else the
+    amounts are the job's totals)."""
+
+    count: int
+    gpus: int
+    model: str | None
+    cpu_m: int
+    memory_mib: int
+    equal: bool
+
+    def __str__(self) -> str:
+        pod = describe_pod(self.gpus, self.model, self.cpu_m, self.memory_mib)
+        if self.count == 1:
+            return pod
+        if self.equal:
+            return f"{self.count} pods of {pod} each"
+        return f"{self.count} pods ({pod} in all)"
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaFull(Reason):
     """In Quota use plus the request would pass the `min` of the job's quota or an ancestor."""
 
+    code: ClassVar[str] = "quota_full"
     quota: str
     key: str
     need: int
@@ -31,9 +66,10 @@ class QuotaFull:
 
 
 @dataclass(frozen=True, slots=True)
-class MaxReached:
+class MaxReached(Reason):
     """Everything the subtree uses plus the request would pass a `max` (in or out of quota)."""
 
+    code: ClassVar[str] = "max_reached"
     quota: str
     key: str
     need: int
@@ -49,29 +85,32 @@ class MaxReached:
 
 
 @dataclass(frozen=True, slots=True)
-class NoRoom:
+class NoRoom(Reason):
     """The quota fits but the pool does not: no free room and no idle jobs worth reclaiming."""
 
-    demand: str  # Demand.describe(): "8 A100, 32 CPU cores", "2 pods of 8 A100 each", ...
+    code: ClassVar[str] = "no_capacity"
+    demand: Asked
 
     def __str__(self) -> str:
         return f"no room for {self.demand} on free capacity; reclaiming all idle jobs would not free enough"
 
 
 @dataclass(frozen=True, slots=True)
-class NoIdleRoom:
+class NoIdleRoom(Reason):
     """Idle pass: no free capacity left that no nominated job has reserved."""
 
-    demand: str
+    code: ClassVar[str] = "no_idle_capacity"
+    demand: Asked
 
     def __str__(self) -> str:
         return f"no free unreserved capacity for {self.demand}"
 
 
 @dataclass(frozen=True, slots=True)
-class WaitingForVictims:
+class WaitingForVictims(Reason):
     """Nominated: the reservation includes capacity of jobs whose pods are still exiting."""
 
+    code: ClassVar[str] = "waiting_for_victims"
     jobs: tuple[str, ...]
 
     def __str__(self) -> str:
@@ -79,9 +118,10 @@ class WaitingForVictims:
 
 
 @dataclass(frozen=True, slots=True)
-class NeverFits:
+class NeverFits(Reason):
     """The pool cannot hold the job even when empty (nodes were removed after submission)."""
 
+    code: ClassVar[str] = "never_fits"
     why: str  # placement.unplaceable_reason()
 
     def __str__(self) -> str:
@@ -89,45 +129,79 @@ class NeverFits:
 
 
 @dataclass(frozen=True, slots=True)
-class IdleOnly:
-    """An `only` job never takes the quota path: its one reason is the idle one."""
+class IdleOnly(Reason):
+    """An `only` job never takes the quota path: its one reason is the idle one, and so is its code
+    (`no_idle_capacity` or `max_reached`); the text says why only that path was tried."""
 
-    idle: object
+    idle: Reason
+
+    @property
+    def code(self) -> str:  # type: ignore[override]
+        return self.idle.code
 
     def __str__(self) -> str:
         return f"idle mode only: {self.idle}"
 
 
 @dataclass(frozen=True, slots=True)
-class BothPaths:
-    """An `acceptable` job that neither fits its quota nor finds idle capacity."""
+class BothPaths(Reason):
+    """An `acceptable` job that neither fits its quota nor finds idle capacity; each part keeps its own
+    code."""
 
-    in_quota: object
-    idle: object
+    code: ClassVar[str] = "quota_and_idle"
+    in_quota: Reason
+    idle: Reason
 
     def __str__(self) -> str:
         return f"{self.in_quota}; idle resources: {self.idle}"
 
 
 @dataclass(frozen=True, slots=True)
-class AnyModel:
-    """A job that names no GPU model failed on every model; one reason per model, in model order."""
+class AnyModel(Reason):
+    """A job that names no GPU model failed on every model; one reason per model, in model order. Its
+    code is theirs when they all share one (`quota_full` on every model), else `any_model`."""
 
-    reasons: tuple[object, ...]
+    reasons: tuple[Reason, ...]
+
+    @property
+    def code(self) -> str:  # type: ignore[override]
+        codes = {reason.code for reason in self.reasons}
+        return codes.pop() if len(codes) == 1 else "any_model"
 
     def __str__(self) -> str:
         return "; ".join(dict.fromkeys(str(reason) for reason in self.reasons))
 
 
 @dataclass(frozen=True, slots=True)
-class Refused:
-    """Inputs the engine cannot schedule at all (unknown quota, pods naming two models, ...)."""
+class Refused(Reason):
+    """Inputs the engine cannot schedule at all: an unknown quota (`unknown_quota`), or pods no pool
+    could ever run (no pods, pods naming two models: `never_fits`)."""
 
     text: str
+    kind: str = "unknown_quota"
+
+    @property
+    def code(self) -> str:  # type: ignore[override]
+        return self.kind
 
     def __str__(self) -> str:
         return self.text
 
 
-def any_model(reasons: list[object]) -> object:
+def any_model(reasons: list[Reason]) -> Reason:
     return reasons[0] if len(reasons) == 1 else AnyModel(tuple(reasons))
+
+
+# Every code a reason can carry, for programs that store or filter them (stable: renaming one is a
+# breaking change for the API and the stored codes).
+REASON_CODES = (
+    "quota_full",  # the guarantee (min) of the job's quota or an ancestor is used up
+    "max_reached",  # a max on the way up would be passed
+    "no_capacity",  # fits in quota, but no room even if every idle job were reclaimed
+    "no_idle_capacity",  # no free unreserved capacity for a job on idle resources
+    "quota_and_idle",  # an `acceptable` job blocked on both paths (each part has its own code)
+    "waiting_for_victims",  # nominated: the jobs it preempted (or others) are still exiting
+    "never_fits",  # the pool cannot hold the job even when empty
+    "any_model",  # a job naming no model, blocked for different reasons on different models
+    "unknown_quota",  # the job's quota does not exist
+)

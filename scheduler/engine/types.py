@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .reasons import Reason
 
 CPU = "cpu"  # millicores
 MEMORY = "memory"  # MiB
@@ -101,7 +105,13 @@ class Preemption:
     victim: str
     for_job: str
     by_quota: str
-    reason: str  # "reclaimed by quota team-a for job bert-large"
+
+    code = "reclaimed"
+
+    @property
+    def reason(self) -> str:
+        """"reclaimed by quota team-a for job bert-large" (built when read)."""
+        return f"reclaimed by quota {self.by_quota} for job {self.for_job}"
 
 
 @dataclass(slots=True)
@@ -111,7 +121,9 @@ class Decisions:
     nominated: dict[str, tuple[str, ...]] = field(default_factory=dict)  # job -> reserved node per pod
     promoted: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)  # queue order: index = queue position
-    reasons: dict[str, str] = field(default_factory=dict)  # pending and nominated jobs -> why
+    # pending and nominated jobs -> why: a reason value (`.code`, and its text by `str()`), never
+    # rendered by the engine itself
+    reasons: dict[str, Reason] = field(default_factory=dict)
 
     def as_contract(self) -> dict:
         """The printed form of DESIGN §4: five keys plus `reasons`, lists sorted."""
@@ -124,5 +136,5 @@ class Decisions:
             "nominated": sorted(self.nominated),
             "promoted": sorted(self.promoted),
             "pending": sorted(self.pending),
-            "reasons": dict(sorted(self.reasons.items())),
+            "reasons": {name: str(reason) for name, reason in sorted(self.reasons.items())},
         }

@@ -35,7 +35,7 @@ def test_unknown_quota_and_two_models_wait_with_a_reason():
         Job("mixed", "q", (Pod("m", 1, "A100"), Pod("w", 1, "H100"))),
     )
     decisions = run_cycle(Snapshot(NODES, QUOTAS, jobs))
-    assert decisions.reasons == {
+    assert decisions.as_contract()["reasons"] == {
         "lost": "unknown quota gone",
         "mixed": "can never run: pods ask for different GPU models (A100, H100); all pods of a job use one model",
     }
@@ -58,7 +58,8 @@ def test_nominated_job_whose_quota_shrank_is_withdrawn():
     )
     decisions = run_cycle(Snapshot(NODES, quotas, jobs))
     assert decisions.nominated == {} and decisions.pending == ["a1", "i1"]
-    assert decisions.reasons["a1"] == "quota q full: needs 8 A100, 4 left of 4"
+    assert str(decisions.reasons["a1"]) == "quota q full: needs 8 A100, 4 left of 4"
+    assert decisions.reasons["a1"].code == "quota_full"
 
 
 def test_running_pods_on_a_removed_node_are_ignored():
