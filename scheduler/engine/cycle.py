@@ -26,6 +26,7 @@ fast. Gangs of mixed pod sizes are always tried (best fit on mixed sizes is not 
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterable
 
 from .capacity import Capacity, NodeState
 from .demand import Demand, demand_of, named_models
@@ -88,21 +89,29 @@ class _Memo:
     __slots__ = ("_failed",)
 
     def __init__(self) -> None:
-        self._failed: dict[tuple[str | None, str | None, tuple[int, int, int]], int] = {}
+        # (pool, model) -> pod size -> smallest gang size that failed
+        self._failed: dict[tuple[str | None, str | None], dict[tuple[int, int, int], int]] = {}
 
     def known_to_fail(self, demand: Demand, model: str | None) -> bool:
         if demand.shape is None:
             return False
-        failed = self._failed.get((demand.pool, model, demand.shape))
+        sizes = self._failed.get((demand.pool, model))
+        if sizes is None:
+            return False
+        failed = sizes.get(demand.shape)
         return failed is not None and failed <= demand.count
 
     def failed(self, demand: Demand, model: str | None) -> None:
         if demand.shape is not None:
-            key = (demand.pool, model, demand.shape)
-            self._failed[key] = min(self._failed.get(key, demand.count), demand.count)
+            sizes = self._failed.setdefault((demand.pool, model), {})
+            sizes[demand.shape] = min(sizes.get(demand.shape, demand.count), demand.count)
 
-    def clear(self) -> None:
-        self._failed.clear()
+    def forget(self, groups: Iterable[tuple[str, str]]) -> None:
+        """Capacity was added on nodes of these (pool, model)s: what failed there (or on any model of the
+        pool, for jobs without GPUs) may fit now."""
+        for pool, model in groups:
+            self._failed.pop((pool, None), None)
+            self._failed.pop((pool, model), None)
 
 
 class _Cycle:
@@ -119,9 +128,10 @@ class _Cycle:
         self.no_reclaim_room = _Memo()
         self._never_fits: dict[tuple, str | None] = {}
         victims: list[Victim] = []
+        held: dict[tuple[str, bool], dict[str, int]] = {}  # (quota, in quota) -> what its running jobs hold
         for job in snapshot.jobs:
             if job.phase == RUNNING:
-                victim = self._hold_running(job)
+                victim = self._hold_running(job, held)
                 if victim is not None:
                     victims.append(victim)
             elif job.phase == TERMINATING:
@@ -129,17 +139,21 @@ class _Cycle:
                     self.capacity.hold_releasing(node, pod.gpus, pod.cpu_m, pod.memory_mib, job.name)
             else:
                 self.queue.append(demand_of(job, self.quotas.pool(job.quota)))
+        for (quota, in_quota), request in held.items():  # one charge per quota, not one per running job
+            self.quotas.charge(quota, request, in_quota=in_quota)
         self.capacity.open()
         self.victims = VictimQueue(victims)
         self._victim_index: VictimIndex | None = None  # built on the first search that can use it
         self.queue.sort(key=lambda d: queue_order(d.job))
 
-    def _hold_running(self, job: Job) -> Victim | None:
-        """Charge a running job to its nodes and quota; a Not in Quota one is a reclaim candidate."""
+    def _hold_running(self, job: Job, held: dict[tuple[str, bool], dict[str, int]]) -> Victim | None:
+        """Charge a running job to its nodes, and add it to what its quota's running jobs hold (`held`);
+        a Not in Quota one is a reclaim candidate."""
         pods_at = []
         model = None
+        hold = self.capacity.hold
         for pod, node_name in zip(job.pods, job.nodes, strict=False):
-            node = self.capacity.hold(node_name, pod.gpus, pod.cpu_m, pod.memory_mib)
+            node = hold(node_name, pod.gpus, pod.cpu_m, pod.memory_mib)
             if node is not None:
                 pods_at.append((node, pod.gpus, pod.cpu_m, pod.memory_mib))
                 if pod.gpus and model is None:
@@ -147,12 +161,21 @@ class _Cycle:
         if model is None:
             named = named_models(job.pods)
             model = named[0] if named else None
-        request = vector(sum(p.gpus for p in job.pods), model, sum(p.cpu_m for p in job.pods),
-                         sum(p.memory_mib for p in job.pods))
+        if len(job.pods) == 1:
+            pod = job.pods[0]
+            request = vector(pod.gpus, model, pod.cpu_m, pod.memory_mib)
+        else:
+            request = vector(sum(p.gpus for p in job.pods), model, sum(p.cpu_m for p in job.pods),
+                             sum(p.memory_mib for p in job.pods))
         pool = self.quotas.pool(job.quota)
         if pool is None:
             return None
-        self.quotas.charge(job.quota, request, in_quota=job.in_quota)
+        total = held.get((job.quota, job.in_quota))
+        if total is None:
+            held[(job.quota, job.in_quota)] = dict(request)
+        else:
+            for key, amount in request.items():
+                total[key] = total.get(key, 0) + amount
         if job.in_quota:
             return None
         if job.idle == IDLE_ACCEPTABLE:
@@ -377,7 +400,8 @@ class _Cycle:
             for_job=demand.job.name,
             by_quota=demand.job.quota,
         )
-        self.no_released_room.clear()  # more capacity is being released now
+        # more capacity is being released now, on the victim's nodes
+        self.no_released_room.forget({(node.pool, node.model) for node, *_ in victim.pods})
 
     def _hold_in_quota(self, demand: Demand, model: str | None, placed: list[Placed]) -> None:
         """Admit In Quota when every pod got free capacity; otherwise the job is nominated and what

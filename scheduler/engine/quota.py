@@ -85,11 +85,14 @@ class QuotaTree:
     # --- checks: each returns None when the request fits, else the reason it does not ----------------
 
     def min_shortfall(self, name: str, request: Resources) -> QuotaFull | None:
+        items = request.items()
         for qnode in self._nodes[name].chain:
-            for key, need in request.items():
-                used = qnode.inq.get(key, 0)
-                limit = qnode.min.get(key, 0)
-                if used + need > limit:
+            inq = qnode.inq
+            minimum = qnode.min
+            for key, need in items:
+                used = inq.get(key, 0)
+                if used + need > minimum.get(key, 0):
+                    limit = minimum.get(key, 0)
                     return QuotaFull(qnode.name, key, need, limit - used, limit)
         return None
 
@@ -112,12 +115,20 @@ class QuotaTree:
 
     # --- accounting ------------------------------------------------------------------------------------
 
+    # The sums are kept up to date job by job (never recomputed from the jobs); the loops are written out
+    # because they run for every admission, nomination and preemption of a cycle.
+
     def charge(self, name: str, request: Resources, *, in_quota: bool) -> None:
         """A job now holds `request` in this subtree (running, admitted or nominated)."""
+        items = request.items()
         for qnode in self._nodes[name].chain:
-            add_into(qnode.used, request)
+            used = qnode.used
+            for key, amount in items:
+                used[key] = used.get(key, 0) + amount
             if in_quota:
-                add_into(qnode.inq, request)
+                inq = qnode.inq
+                for key, amount in items:
+                    inq[key] = inq.get(key, 0) + amount
 
     def promote(self, name: str, request: Resources) -> None:
         """A Not in Quota job becomes In Quota: its use is already in `used`."""
@@ -126,8 +137,11 @@ class QuotaTree:
 
     def release(self, name: str, request: Resources) -> None:
         """A Not in Quota victim stops counting: its capacity is being released."""
+        items = request.items()
         for qnode in self._nodes[name].chain:
-            add_into(qnode.used, request, sign=-1)
+            used = qnode.used
+            for key, amount in items:
+                used[key] = used.get(key, 0) - amount
 
 
 def tree_problems(quotas: Iterable[Quota], nodes: Iterable[Node]) -> list[tuple[str, str, str]]:

@@ -47,15 +47,18 @@ class VictimQueue:
     def __init__(self, victims: Iterable[Victim]) -> None:
         self._lists: dict[tuple[str, str | None], list[Victim]] = {}
         self.ordered = sorted(victims, key=lambda v: candidates_ordering(v.job))
-        for victim in self.ordered:
-            keys = {(victim.pool, None)} | {(victim.pool, node.model) for node, *_ in victim.pods}
-            for key in keys:
-                self._lists.setdefault(key, []).append(victim)
+        self._listed = False  # the per (pool, model) lists are built on first use
         self._start: dict[tuple[str, str | None], int] = {}  # every entry before it is taken
         self._taken: set[str] = set()
 
     def candidates(self, pool: str, model: str | None, could_host: Callable[[NodeState], bool]) -> Iterator[Victim]:
         """Untaken candidates in order with a pod on a node where the job could be placed."""
+        if not self._listed:
+            for victim in self.ordered:
+                keys = {(victim.pool, None)} | {(victim.pool, node.model) for node, *_ in victim.pods}
+                for list_key in keys:
+                    self._lists.setdefault(list_key, []).append(victim)
+            self._listed = True
         key = (pool, model)
         victims = self._lists.get(key, [])
         start = self._start.get(key, 0)

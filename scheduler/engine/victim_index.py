@@ -12,7 +12,7 @@ it) — a bisect into that node's prefix sums. So:
 
 - the first prefix at which the job fits ends at rank P, the k-th smallest of those "reaches j"
   ranks over all nodes (with repeats); nodes are visited in order of a lower bound (the rank at
-  which their GPUs alone reach one pod, kept in a sorted list per (pool, model, GPUs per pod)) and
+  which their GPUs alone reach one pod, kept in a heap per (pool, model, GPUs per pod)) and
   the visit stops once that bound passes P;
 - walking back from the last, a chosen victim with no pod on a node that holds a pod at P is always
   spared: such nodes hold none and removing victims only lowers them. So fill-back replays only the
@@ -26,7 +26,8 @@ next search.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, insort
+from bisect import bisect_left
+from itertools import accumulate
 
 from .capacity import Capacity, NodeState
 from .placement import equal_pods_held
@@ -39,12 +40,15 @@ AT_START = -1  # "already, before any victim"
 class _NodeVictims:
     """The untaken candidates with pods on one node, in candidate order, with running totals."""
 
-    __slots__ = ("ranks", "victims", "amounts", "cum_g", "cum_c", "cum_m")
+    __slots__ = ("ranks", "victims", "gs", "cs", "ms", "cum_g", "cum_c", "cum_m")
 
     def __init__(self) -> None:
         self.ranks: list[int] = []
         self.victims: list[Victim] = []
-        self.amounts: list[tuple[int, int, int]] = []  # what each holds on this node (all its pods here)
+        # what each holds on this node (all its pods here), and the running totals of those
+        self.gs: list[int] = []
+        self.cs: list[int] = []
+        self.ms: list[int] = []
         self.cum_g: list[int] = []
         self.cum_c: list[int] = []
         self.cum_m: list[int] = []
@@ -52,29 +56,26 @@ class _NodeVictims:
     def add(self, rank: int, victim: Victim, g: int, c: int, m: int) -> None:
         """Entries arrive in rank order while the index is built; pods of one victim are summed."""
         if self.ranks and self.ranks[-1] == rank:
-            og, oc, om = self.amounts[-1]
-            self.amounts[-1] = (og + g, oc + c, om + m)
+            self.gs[-1] += g
+            self.cs[-1] += c
+            self.ms[-1] += m
         else:
             self.ranks.append(rank)
             self.victims.append(victim)
-            self.amounts.append((g, c, m))
+            self.gs.append(g)
+            self.cs.append(c)
+            self.ms.append(m)
 
     def remove(self, rank: int) -> None:
         i = bisect_left(self.ranks, rank)
         if i < len(self.ranks) and self.ranks[i] == rank:
-            del self.ranks[i], self.victims[i], self.amounts[i]
+            del self.ranks[i], self.victims[i], self.gs[i], self.cs[i], self.ms[i]
             self.totals()
 
     def totals(self) -> None:
-        cg = cc = cm = 0
-        self.cum_g, self.cum_c, self.cum_m = [], [], []
-        for g, c, m in self.amounts:
-            cg += g
-            cc += c
-            cm += m
-            self.cum_g.append(cg)
-            self.cum_c.append(cc)
-            self.cum_m.append(cm)
+        self.cum_g = list(accumulate(self.gs))
+        self.cum_c = list(accumulate(self.cs))
+        self.cum_m = list(accumulate(self.ms))
 
     def reach_g(self, node: NodeState, need: int) -> int:
         """The rank from which the node's unreserved GPUs plus victims' reach `need`."""
@@ -121,10 +122,11 @@ class VictimIndex:
             entry.totals()
         self.rank = {id(victim): rank for rank, victim in enumerate(ordered)}
         self._empty = _NodeVictims()
-        # (pool, model, g) -> sorted [(bound, name, node)], and each node's bound in it
-        self._bounds: dict[tuple[str, str, int], list[tuple[int, str, NodeState]]] = {}
-        self._bound_of: dict[tuple[str, str, int], dict[NodeState, int]] = {}
-        self._tracked: dict[tuple[str, str], list[int]] = {}  # (pool, model) -> the g values kept
+        # (pool, model, g) -> heap of (bound, name, version, node), and each node's (bound, version)
+        self._bounds: dict[tuple[str, str, int], list[tuple[int, str, int, NodeState]]] = {}
+        self._bound_of: dict[tuple[str, str, int], dict[NodeState, tuple[int, int]]] = {}  # (bound, version)
+        # (pool, model) -> (g, bound of each node, heap) of each g kept
+        self._tracked: dict[tuple[str, str], list[tuple[int, dict[NodeState, tuple[int, int]], list]]] = {}
         self._changed: set[NodeState] = set()
         capacity.watch = self._changed
 
@@ -139,37 +141,48 @@ class VictimIndex:
                 entry.remove(rank)
                 self._changed.add(node)
 
-    # --- the sorted lower bounds ---------------------------------------------------------------------
+    # --- the lower bounds, in a heap per (pool, model, g) --------------------------------------------
+    # A node's entry is (bound, name, version, node); a change pushes a new entry with the next version
+    # and the old one is dropped when it comes to the top (cheaper than keeping a sorted list sorted).
 
-    def _bound_list(self, pool: str, model: str, g: int) -> list[tuple[int, str, NodeState]]:
+    def _heap(self, pool: str, model: str, g: int) -> list[tuple[int, str, int, NodeState]]:
         key = (pool, model, g)
-        ordered = self._bounds.get(key)
-        if ordered is None:
+        heap = self._bounds.get(key)
+        if heap is None:
             of = self._bound_of[key] = {}
-            ordered = []
+            heap = []
             for node in self.capacity.schedulable_nodes(pool, model):
-                bound = of[node] = self.entries(node).reach_g(node, g)
-                ordered.append((bound, node.name, node))
-            ordered.sort()  # names are unique: the tuples never compare nodes
-            self._bounds[key] = ordered
-            self._tracked.setdefault((pool, model), []).append(g)
-        return ordered
+                bound = self.entries(node).reach_g(node, g)
+                of[node] = (bound, 0)
+                heap.append((bound, node.name, 0, node))
+            heapq.heapify(heap)
+            self._bounds[key] = heap
+            self._tracked.setdefault((pool, model), []).append((g, of, heap))
+        return heap
 
     def _refresh(self) -> None:
         """Bring the bounds of every node changed since the last search up to date."""
+        tracked = self._tracked
         for node in self._changed:
-            for g in self._tracked.get((node.pool, node.model), ()):
-                key = (node.pool, node.model, g)
-                of = self._bound_of[key]
+            lists = tracked.get((node.pool, node.model))
+            if not lists:
+                continue
+            entry = self.per_node.get(node, self._empty)
+            has_g = node.free_g + node.rel_g
+            for g, of, heap in lists:
                 old = of.get(node)
                 if old is None:
                     continue  # not a schedulable node of this group
-                new = self.entries(node).reach_g(node, g)
-                if new != old:
-                    ordered = self._bounds[key]
-                    del ordered[bisect_left(ordered, (old, node.name))]
-                    insort(ordered, (new, node.name, node))
-                    of[node] = new
+                short = g - has_g
+                if short <= 0:
+                    new = AT_START
+                else:
+                    i = bisect_left(entry.cum_g, short)
+                    new = entry.ranks[i] if i < len(entry.ranks) else NEVER
+                if new != old[0]:
+                    version = old[1] + 1
+                    of[node] = (new, version)
+                    heapq.heappush(heap, (new, node.name, version, node))
         self._changed.clear()
 
     # --- the search ----------------------------------------------------------------------------------
@@ -182,29 +195,49 @@ class VictimIndex:
         kth: list[int] = []  # the `count` smallest "holds one more pod" ranks so far, negated (max-heap)
         seen: list[tuple[NodeState, int]] = []  # visited nodes and the rank at which they hold one pod
         last = NEVER  # the k-th smallest so far: where the job first fits
-        for bound, _, node in self._bound_list(pool, model, g):
+        heap = self._heap(pool, model, g)
+        of = self._bound_of[(pool, model, g)]
+        visited: list[tuple[int, str, int, NodeState]] = []  # valid entries taken off the heap, put back after
+        while heap:
+            bound, _, version, node = heap[0]
+            if of[node][1] != version:
+                heapq.heappop(heap)  # superseded by a newer entry of the node
+                continue
             if bound > last or bound == NEVER:
                 break
-            entry = self.entries(node)
-            for j in range(1, count + 1):
-                rank = entry.reach(node, j * g, j * c, j * m)
-                if j == 1:
-                    seen.append((node, rank))
-                if rank == NEVER:
-                    break
-                if len(kth) < count:
-                    heapq.heappush(kth, -rank)
-                elif rank < last:
-                    heapq.heapreplace(kth, -rank)
-                else:
-                    break
-                if len(kth) == count:
-                    last = -kth[0]
+            visited.append(heapq.heappop(heap))
+            last = self._visit(node, shape, count, kth, seen, last)
             if last == AT_START:
-                return []
+                break
+        for entry in visited:
+            heapq.heappush(heap, entry)
+        if last == AT_START:
+            return []
         if last == NEVER:
             return None
         return self._fill_back([node for node, first in seen if first <= last], last, shape, count)
+
+    def _visit(self, node: NodeState, shape: tuple[int, int, int], count: int, kth: list[int],
+               seen: list[tuple[NodeState, int]], last: int) -> int:
+        """Add the ranks at which `node` holds 1, 2, ... pods to the `count` smallest kept in `kth` (a
+        max-heap of negated ranks) and note the first in `seen`; returns the new k-th smallest."""
+        g, c, m = shape
+        entry = self.entries(node)
+        for j in range(1, count + 1):
+            rank = entry.reach(node, j * g, j * c, j * m)
+            if j == 1:
+                seen.append((node, rank))
+            if rank == NEVER:
+                break
+            if len(kth) < count:
+                heapq.heappush(kth, -rank)
+            elif rank < last:
+                heapq.heapreplace(kth, -rank)
+            else:
+                break
+            if len(kth) == count:
+                last = -kth[0]
+        return last
 
     def _fill_back(self, holding: list[NodeState], last: int, shape: tuple[int, int, int], count: int) -> list[Victim]:
         """Walk the chosen victims back from the last (rank `last`, always kept) and spare each one the job
