@@ -1,10 +1,17 @@
 """Synthetic clusters for measuring the engine, with job sizes drawn from the Philly trace.
 
-`measure()` times one full cycle of each of two snapshots:
-- `build_synthetic_snapshot`: a half-busy cluster (In Quota and idle jobs running) and a long
-  queue of mixed jobs; decisions_per_s = queued jobs decided per second of the cycle;
-- `build_reclaim_heavy_snapshot`: every node full of idle (Not in Quota) jobs while teams' In Quota
-  jobs queue up, so most of them must reclaim; reclaim_cycle_s = the length of that cycle.
+`measure()` times full cycles (the median of `repeat`) of three snapshots of one size:
+- quiet (`build_synthetic_snapshot`): a half-busy cluster (In Quota and idle jobs running) and a
+  long queue of mixed jobs, most of which stay pending;
+- uniform reclaim-heavy (`build_reclaim_heavy_snapshot`): every node full of idle (Not in Quota)
+  jobs of Philly sizes; half the queue In Quota jobs of the teams (each must reclaim), half `only`
+  jobs that wait;
+- mixed-size storm (`build_mixed_storm_snapshot`): every node full of borrowers of 1, 2, 4 and 8
+  GPUs, two queued In Quota jobs per node of those sizes (each must reclaim), `only` jobs after.
+Each reports its cycle time, decisions/s (queued jobs decided per second, most of them by staying
+pending) and placements/s (jobs admitted or nominated per second) apart. `sweep()` runs `measure`
+at 500 / 1,000 / 2,000 / 5,000 nodes with 10 queued jobs per node and the growth exponent between
+sizes.
 
 Job GPU counts follow the Philly trace's `num_gpus` mix (`shared/traces/philly_pollux.csv` beside
 the project root); a job wider than a node becomes several full-node pods. Without the trace file,
@@ -193,13 +200,14 @@ def build_synthetic_snapshot(
 
 
 def _fill_with_borrowers(node_list: list[Node], sizes: Sequence[int], rng: random.Random,
-                         gpus_per_node: int) -> list[Job]:
-    """Every GPU of every node held by an idle (Not in Quota) job of the `borrowers` quota."""
+                         gpus_per_node: int, exact: bool = False) -> list[Job]:
+    """Every GPU of every node held by an idle (Not in Quota) job of the `borrowers` quota. A size drawn
+    larger than what is left is cut to fit, or with `exact` drawn again among the sizes that fit."""
     jobs: list[Job] = []
     for node in node_list:
         left = node.gpus
         while left:
-            size = min(rng.choice(sizes), left)
+            size = rng.choice([s for s in sizes if s <= left]) if exact else min(rng.choice(sizes), left)
             pods = _pods(rng, size, gpus_per_node, node.gpu_type)
             left -= size
             jobs.append(Job(name=f"idle-{len(jobs):05d}", quota="borrowers", pods=pods, priority=rng.randint(1, 9),
@@ -226,15 +234,16 @@ def _in_quota_queue(count: int, teams: list[Quota], sizes: Sequence[int], rng: r
     room = {(q.name, model): q.min.get(gpu_key(model), 0) for q in teams for model in MODELS}
     jobs: list[Job] = []
     for i in range(count):
-        model = rng.choice(MODELS)
+        models = [model for model in MODELS if any(room[(q.name, model)] for q in teams)]
+        if not models:
+            break  # every guarantee is queued already
+        model = rng.choice(models)
         size = rng.choice(sizes)
         while True:
             teams_with_room = [q for q in teams if room[(q.name, model)] >= size]
             if teams_with_room or size == 1:
                 break
             size = max(s for s in sizes if s < size) if any(s < size for s in sizes) else 1
-        if not teams_with_room:
-            break  # every guarantee of this model is queued already
         team = rng.choice(teams_with_room)
         room[(team.name, model)] -= size
         jobs.append(Job(name=f"job-{i:06d}", quota=team.name, pods=_pods(rng, size, gpus_per_node, model),
@@ -285,7 +294,7 @@ def build_mixed_storm_snapshot(
     node_list = _nodes(nodes, gpus_per_node)
     quota_list = _quotas(node_list, quotas, rng, with_max=False)
     quota_list.append(Quota(name="borrowers", parent="root"))
-    jobs = _fill_with_borrowers(node_list, sizes, rng, gpus_per_node)
+    jobs = _fill_with_borrowers(node_list, sizes, rng, gpus_per_node, exact=True)
     teams = quota_list[1:-1]
     in_quota = _in_quota_queue(min(per_node * nodes, pending), teams, sizes, rng, gpus_per_node)
     jobs += in_quota + _idle_only_queue(pending - len(in_quota), teams, sizes, rng, gpus_per_node, len(in_quota))

@@ -26,3 +26,16 @@ def test_bench_engine_prints_figures(tmp_path):
     # The database cycle is sized to hold every queued job: all of them are admitted in one cycle.
     assert figures["db_admitted"] == figures["db_queued"] == 300
     assert figures["db_pods_started"] >= 300
+
+
+def test_bench_engine_sweep_prints_growth(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "manage.py", "bench_engine", "--sweep", "--sizes", "20,40", "--quotas", "4", "--repeat", "1"],
+        cwd=ROOT, env={**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'bench.sqlite3'}"},
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "placements/s" in result.stdout and "growth from 20 to 40 nodes" in result.stdout
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [row["nodes"] for row in figures["sweep"]] == [20, 40]
+    assert set(figures["growth"]) == {"quiet", "reclaim_", "storm_"}

@@ -1,6 +1,13 @@
-"""Benchmark: engine decisions per second, a reclaim-heavy cycle, and one full cycle through the database.
+"""Benchmark: engine cycles (quiet, uniform reclaim-heavy, mixed-size reclaim storm) and one full cycle
+through the database.
 
-    python manage.py bench_engine [--nodes 1000] [--pending 10000] [--quotas 20] [--skip-db]
+    python manage.py bench_engine [--nodes 1000] [--queued 10000] [--quotas 20] [--repeat 3] [--skip-db]
+    python manage.py bench_engine --sweep [--sizes 500,1000,2000,5000]
+
+Per size it prints each cycle's time (median of --repeat), decisions/s (queued jobs decided per
+second, most of them by staying pending) and placements/s (jobs admitted or nominated per second)
+apart; --sweep runs the engine at each size with 10 queued jobs per node and prints the growth
+exponent of each cycle between sizes (engine only).
 
 The full cycle runs in a throwaway test database (created and dropped here) of whatever
 DATABASE_URL names: PostgreSQL in production. Pods are not started (no executor runs them):
@@ -20,7 +27,14 @@ from django.core.management.base import BaseCommand
 from django.db import connection
 from django.utils import timezone
 
-from scheduler.engine.bench import build_synthetic_snapshot, measure
+from scheduler.engine.bench import (
+    QUEUED_PER_NODE,
+    SWEEP_NODES,
+    build_synthetic_snapshot,
+    growth,
+    measure,
+    sweep,
+)
 from scheduler.engine.types import GPU_PREFIX
 
 
@@ -117,39 +131,57 @@ def full_cycle_on_database(*, pending: int, quotas: int, gpus_per_node: int, see
     }
 
 
+CYCLES = (("", "quiet cycle"), ("reclaim_", "reclaim-heavy, uniform"), ("storm_", "reclaim storm, mixed sizes"))
+
+
+def _cycle_lines(figures: dict) -> list[str]:
+    lines = []
+    for prefix, label in CYCLES:
+        lines.append(
+            f"  {label + ':':28} {figures[prefix + 'cycle_s']:7.3f} s  {figures[prefix + 'queued']:>6} queued  "
+            f"{figures[prefix + 'decisions_per_s']:>9,} decisions/s  {figures[prefix + 'placements_per_s']:>8,} "
+            f"placements/s  ({figures[prefix + 'admitted']} admitted, {figures[prefix + 'nominated']} nominated, "
+            f"{figures[prefix + 'preempted']} preempted)"
+        )
+    return lines
+
+
 class Command(BaseCommand):
-    help = "Measure engine decisions/s, a reclaim-heavy cycle, and one full cycle through the database."
+    help = "Measure engine cycles (quiet, reclaim-heavy, reclaim storm) and one full cycle through the database."
 
     def add_arguments(self, parser):
         parser.add_argument("--nodes", type=int, default=1000)
         parser.add_argument("--gpus-per-node", type=int, default=8)
         parser.add_argument("--quotas", type=int, default=20)
-        parser.add_argument("--pending", type=int, default=10000)
-        parser.add_argument("--reclaim-pending", type=int, default=2000)
-        parser.add_argument("--repeat", type=int, default=3, help="engine cycles timed; the best is kept")
+        parser.add_argument("--queued", "--pending", dest="queued", type=int, default=None,
+                            help=f"queued jobs (default {QUEUED_PER_NODE} per node)")
+        parser.add_argument("--reclaim-pending", type=int, default=None,
+                            help="queued jobs of the reclaim snapshots (default: --queued)")
+        parser.add_argument("--repeat", type=int, default=3, help="engine cycles timed; the median is kept")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--skip-db", action="store_true", help="engine figures only")
+        parser.add_argument("--sweep", action="store_true",
+                            help=f"engine only, at each of --sizes nodes with {QUEUED_PER_NODE} queued per node")
+        parser.add_argument("--sizes", default=",".join(map(str, SWEEP_NODES)), help="node counts of --sweep")
 
-    def handle(self, *args, nodes, gpus_per_node, quotas, pending, reclaim_pending, repeat, seed, skip_db, **opts):
-        self.stdout.write(f"engine: {nodes} nodes × {gpus_per_node} GPUs, {quotas} quotas, {pending} queued jobs")
-        figures = measure(nodes=nodes, gpus_per_node=gpus_per_node, quotas=quotas, pending=pending, seed=seed,
+    def handle(self, *args, nodes, gpus_per_node, quotas, queued, reclaim_pending, repeat, seed, skip_db, sweep,
+               sizes, **opts):
+        if sweep:
+            self._sweep([int(size) for size in sizes.split(",")], gpus_per_node, quotas, seed, repeat)
+            return
+        queued = QUEUED_PER_NODE * nodes if queued is None else queued
+        self.stdout.write(f"engine: {nodes} nodes × {gpus_per_node} GPUs, {quotas} quotas, {queued} queued jobs, "
+                          f"median of {repeat} cycles")
+        figures = measure(nodes=nodes, gpus_per_node=gpus_per_node, quotas=quotas, pending=queued, seed=seed,
                           repeat=repeat, reclaim_pending=reclaim_pending)
-        self.stdout.write(
-            f"  full cycle: {figures['cycle_s']:.3f} s for {figures['queued']} queued jobs "
-            f"= {figures['decisions_per_s']:,} decisions/s ({figures['admitted']} admitted, "
-            f"{figures['preempted']} preempted, {figures['nominated']} nominated)"
-        )
-        self.stdout.write(
-            f"  reclaim-heavy cycle: {figures['reclaim_cycle_s']:.3f} s for {figures['reclaim_queued']} "
-            f"queued In Quota jobs ({figures['reclaim_preempted']} preempted, "
-            f"{figures['reclaim_nominated']} nominated)"
-        )
+        for line in _cycle_lines(figures):
+            self.stdout.write(line)
         if not skip_db:
             self.stdout.write(f"database: creating a throwaway {connection.vendor} test database …")
             old_name = connection.settings_dict["NAME"]
             connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
             try:
-                figures.update(full_cycle_on_database(pending=pending, quotas=quotas,
+                figures.update(full_cycle_on_database(pending=queued, quotas=quotas,
                                                       gpus_per_node=gpus_per_node, seed=seed))
             finally:
                 connection.creation.destroy_test_db(old_name, verbosity=0)
@@ -158,3 +190,28 @@ class Command(BaseCommand):
                 f"{figures['db_admitted']} of {figures['db_queued']} jobs admitted on {figures['db_nodes']} nodes"
             )
         self.stdout.write(json.dumps(figures))
+
+    def _sweep(self, sizes: list[int], gpus_per_node: int, quotas: int, seed: int, repeat: int) -> None:
+        self.stdout.write(f"engine sweep: {', '.join(map(str, sizes))} nodes × {gpus_per_node} GPUs, {quotas} quotas, "
+                          f"{QUEUED_PER_NODE} queued per node, median of {repeat} cycles")
+        rows = []
+        for row in sweep(sizes, gpus_per_node, quotas, seed, repeat):
+            rows.append(row)
+            self.stdout.write(f"{row['nodes']} nodes, {row['queued']} queued, {row['running']} running:")
+            for line in _cycle_lines(row):
+                self.stdout.write(line)
+            if len(rows) > 1:
+                self.stdout.write(
+                    f"  growth from {rows[-2]['nodes']} nodes (time ∝ nodes^b): quiet b={row['growth']}, "
+                    f"uniform b={row['reclaim_growth']}, storm b={row['storm_growth']}; reclaim ÷ quiet: "
+                    f"{row['reclaim_cycle_s'] / row['cycle_s']:.2f} uniform, {row['storm_cycle_s'] / row['cycle_s']:.2f} storm"
+                )
+        result: dict = {"sweep": rows}
+        if len(sizes) > 1:
+            first, last = (1000, 5000) if {1000, 5000} <= set(sizes) else (sizes[0], sizes[-1])
+            result["growth_span"] = [first, last]
+            result["growth"] = {prefix or "quiet": growth(rows, prefix + "cycle_s", first, last)
+                                for prefix, _ in CYCLES}
+            self.stdout.write(f"growth from {first} to {last} nodes: " + ", ".join(
+                f"{label} b={result['growth'][prefix or 'quiet']}" for prefix, label in CYCLES))
+        self.stdout.write(json.dumps(result))
