@@ -320,7 +320,7 @@ def _figures(prefix: str, snapshot: Snapshot, repeat: int) -> dict:
     placed = len(decisions.admitted) + len(decisions.nominated)
     return {
         f"{prefix}queued": queued,
-        f"{prefix}cycle_s": round(cycle_s, 4),
+        f"{prefix}cycle_s": round(cycle_s, 6),
         f"{prefix}decisions_per_s": round(queued / cycle_s),
         f"{prefix}placements_per_s": round(placed / cycle_s),
         f"{prefix}admitted": len(decisions.admitted),

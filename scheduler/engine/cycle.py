@@ -322,8 +322,11 @@ class _Cycle:
                 self._hold_in_quota(demand, model, placed)
                 return None
         pool = demand.pool or ""
+        # One model and equal pods with GPUs: the victim search itself answers "fits on free + being
+        # released capacity, no victim needed" (an empty list), exactly when this placement would succeed.
+        skip_releasing = len(fitting) == 1 and self._indexed(demand, fitting[0])
         for model in fitting:
-            if self.capacity.has_releasing(pool, model):
+            if not skip_releasing and self.capacity.has_releasing(pool, model):
                 placed = self._place(demand, model, releasing=True)
                 if placed is not None:
                     self._hold_in_quota(demand, model, placed)
@@ -356,13 +359,18 @@ class _Cycle:
             self.no_reclaim_room.failed(demand, model)
         return victims
 
+    @staticmethod
+    def _indexed(demand: Demand, model: str | None) -> bool:
+        """Victims for this job are found with the node index: equal pods that ask for GPUs, on a model."""
+        return demand.shape is not None and demand.shape[0] > 0 and model is not None
+
     def _search_victims(self, demand: Demand, model: str | None) -> list[Victim] | None:
         """The victims for `demand` on `model` (DESIGN §2); None when reclaiming every candidate would
         not make room. Gangs of equal pods with GPUs use the node index (`victim_index`); the rest (mixed
         pod sizes, GPU-less pods) walk the candidates with a fit that places them."""
         pool = demand.pool or ""
         shape = demand.shape
-        if shape is not None and shape[0] > 0 and model is not None:
+        if shape is not None and self._indexed(demand, model):
             if self._victim_index is None:
                 self._victim_index = VictimIndex(self.victims.untaken(), self.capacity)
             return self._victim_index.select(pool, model, shape, demand.count)

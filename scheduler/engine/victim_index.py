@@ -206,7 +206,13 @@ class VictimIndex:
             if bound > last or bound == NEVER:
                 break
             visited.append(heapq.heappop(heap))
-            last = self._visit(node, shape, count, kth, seen, last)
+            if count == 1:  # one pod: the node that can hold it soonest
+                rank = self.per_node.get(node, self._empty).reach(node, g, c, m)
+                seen.append((node, rank))
+                if rank < last:
+                    last = rank
+            else:
+                last = self._visit(node, shape, count, kth, seen, last)
             if last == AT_START:
                 break
         for entry in visited:
