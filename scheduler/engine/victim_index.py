@@ -248,6 +248,8 @@ class VictimIndex:
     def _fill_back(self, holding: list[NodeState], last: int, shape: tuple[int, int, int], count: int) -> list[Victim]:
         """Walk the chosen victims back from the last (rank `last`, always kept) and spare each one the job
         still fits without; only victims with a pod on a node in `holding` can matter."""
+        if len(holding) == 1:
+            return self._fill_back_on(holding[0], last, shape, count)
         amounts: dict[NodeState, list[int]] = {}
         victims: dict[int, Victim] = {}
         for node in holding:
@@ -288,3 +290,29 @@ class VictimIndex:
                 kept.append(victim)
         kept.sort(key=lambda v: self.rank[id(v)])
         return kept
+
+    def _fill_back_on(self, node: NodeState, last: int, shape: tuple[int, int, int], count: int) -> list[Victim]:
+        """`_fill_back` when one node holds the pods: only what the victims hold on it counts, and the
+        victim of rank `last` is its last entry up to `last`."""
+        entry = self.per_node[node]
+        upto = entry.upto(last)
+        g = node.free_g + node.rel_g + entry.cum_g[upto - 1]
+        c = node.free_c + node.rel_c + entry.cum_c[upto - 1]
+        m = node.free_m + node.rel_m + entry.cum_m[upto - 1]
+        kept = [upto - 1]
+        gs, cs, ms = entry.gs, entry.cs, entry.ms
+        if count == 1:
+            need_g, need_c, need_m = shape
+            for i in range(upto - 2, -1, -1):
+                if g - gs[i] >= need_g and c - cs[i] >= need_c and m - ms[i] >= need_m:
+                    g, c, m = g - gs[i], c - cs[i], m - ms[i]  # spared
+                else:
+                    kept.append(i)
+        else:
+            for i in range(upto - 2, -1, -1):
+                if equal_pods_held(shape, (g - gs[i], c - cs[i], m - ms[i]), count) >= count:
+                    g, c, m = g - gs[i], c - cs[i], m - ms[i]  # spared
+                else:
+                    kept.append(i)
+        victims = entry.victims
+        return [victims[i] for i in reversed(kept)]
