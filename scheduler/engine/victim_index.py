@@ -128,6 +128,7 @@ class VictimIndex:
         # (pool, model) -> (g, bound of each node, heap) of each g kept
         self._tracked: dict[tuple[str, str], list[tuple[int, dict[NodeState, tuple[int, int]], list]]] = {}
         self._changed: set[NodeState] = set()
+        self._visited: list[tuple[list, dict[NodeState, tuple[int, int]], tuple[int, str, int, NodeState]]] = []
         capacity.watch = self._changed
 
     def entries(self, node: NodeState) -> _NodeVictims:
@@ -184,6 +185,12 @@ class VictimIndex:
                     of[node] = (new, version)
                     heapq.heappush(heap, (new, node.name, version, node))
         self._changed.clear()
+        # Entries the last search took off its heap go back now, unless their node changed since (a newer
+        # entry was just pushed for it).
+        for heap, of, entry in self._visited:
+            if of[entry[3]][1] == entry[2]:
+                heapq.heappush(heap, entry)
+        self._visited.clear()
 
     # --- the search ----------------------------------------------------------------------------------
 
@@ -197,7 +204,7 @@ class VictimIndex:
         last = NEVER  # the k-th smallest so far: where the job first fits
         heap = self._heap(pool, model, g)
         of = self._bound_of[(pool, model, g)]
-        visited: list[tuple[int, str, int, NodeState]] = []  # valid entries taken off the heap, put back after
+        visited = self._visited  # valid entries taken off the heap, put back by the next `_refresh`
         while heap:
             bound, _, version, node = heap[0]
             if of[node][1] != version:
@@ -205,7 +212,7 @@ class VictimIndex:
                 continue
             if bound > last or bound == NEVER:
                 break
-            visited.append(heapq.heappop(heap))
+            visited.append((heap, of, heapq.heappop(heap)))
             if count == 1:  # one pod: the node that can hold it soonest
                 rank = self.per_node.get(node, self._empty).reach(node, g, c, m)
                 seen.append((node, rank))
@@ -215,8 +222,6 @@ class VictimIndex:
                 last = self._visit(node, shape, count, kth, seen, last)
             if last == AT_START:
                 break
-        for entry in visited:
-            heapq.heappush(heap, entry)
         if last == AT_START:
             return []
         if last == NEVER:
