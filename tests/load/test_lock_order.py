@@ -21,6 +21,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 
+import scheduler.services.jobs as job_services
 import scheduler.services.lifecycle as lifecycle
 import scheduler.services.scheduling
 from scheduler.loop.cycle import schedule_once
@@ -158,13 +159,13 @@ def test_user_stop_and_the_pods_exit_report_do_not_deadlock(team, recording_exec
     assert pod_running(pod_id=pod.pk, attempt=pod.attempt)
 
     meeting = Meeting()
-    terminate = lifecycle.job_terminate
+    terminate = job_services.job_terminate
 
     def paused_terminate(**kwargs):
         meeting.pause()  # job_stop holds the job's lock here
         terminate(**kwargs)
 
-    monkeypatch.setattr(lifecycle, "job_terminate", paused_terminate)
+    monkeypatch.setattr(job_services, "job_terminate", paused_terminate)
     meeting.meet(lambda: job_stop(job=job, user=None),
                  lambda: pod_exited(pod_id=pod.pk, attempt=pod.attempt, exit_code=0, outcome="succeeded"))
     job.refresh_from_db()
