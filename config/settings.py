@@ -19,6 +19,18 @@
 | TIDEPOOL_HANG_TIMEOUT | 0 | Seconds without progress report before a running job restarts (0: off). |
 | TIDEPOOL_DATA_DIR | <project>/var | Pod logs, progress files, default checkpoint directories. |
 | TIDEPOOL_HTTPS | 1 when DEBUG=0 | Secure cookies, HSTS and HTTPS redirect. |
+
+Node workers (`celery -A config worker -Q node.<name>`) also read:
+
+| variable | default | meaning |
+|---|---|---|
+| TIDEPOOL_NODE_NAME | from the `-Q node.<name>` queue | The node this worker runs. |
+| TIDEPOOL_NODE_GPUS | (unset: detect with NVML) | Declared GPU count; set it to skip NVML (0: a CPU node). |
+| TIDEPOOL_NODE_GPU_TYPE | (empty) | Declared GPU model, with TIDEPOOL_NODE_GPUS. |
+| TIDEPOOL_NODE_CPU | this host's cores | Declared CPU cores. |
+| TIDEPOOL_NODE_MEMORY_GIB | this host's memory | Declared memory in GiB. |
+| TIDEPOOL_NODE_RESOURCE_TYPE | general | The node's pool: `general` or `lingjun`. |
+| TIDEPOOL_NODE_ADDRESS | 127.0.0.1 | Address other nodes reach this one at (MASTER_ADDR of rank 0). |
 """
 
 from __future__ import annotations
@@ -192,6 +204,26 @@ TIDEPOOL_RESTART_BACKOFF_BASE = float(os.environ.get("TIDEPOOL_RESTART_BACKOFF_B
 TIDEPOOL_RESTART_BACKOFF_CAP = float(os.environ.get("TIDEPOOL_RESTART_BACKOFF_CAP", "300"))
 TIDEPOOL_HANG_TIMEOUT = float(os.environ.get("TIDEPOOL_HANG_TIMEOUT", "0"))
 TIDEPOOL_DATA_DIR = Path(os.environ.get("TIDEPOOL_DATA_DIR", str(BASE_DIR / "var")))
+
+
+def env_int(name: str) -> int | None:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    if not value.isascii() or not value.isdigit():
+        raise ImproperlyConfigured(f"{name}={value!r}: a whole number ≥ 0 is expected.")
+    return int(value)
+
+
+TIDEPOOL_NODE_NAME = os.environ.get("TIDEPOOL_NODE_NAME", "")
+TIDEPOOL_NODE_GPUS = env_int("TIDEPOOL_NODE_GPUS")
+TIDEPOOL_NODE_GPU_TYPE = os.environ.get("TIDEPOOL_NODE_GPU_TYPE", "")
+TIDEPOOL_NODE_CPU = env_int("TIDEPOOL_NODE_CPU")
+TIDEPOOL_NODE_MEMORY_GIB = env_int("TIDEPOOL_NODE_MEMORY_GIB")
+TIDEPOOL_NODE_RESOURCE_TYPE = os.environ.get("TIDEPOOL_NODE_RESOURCE_TYPE", "general")
+if TIDEPOOL_NODE_RESOURCE_TYPE not in {"general", "lingjun"}:
+    raise ImproperlyConfigured(f"TIDEPOOL_NODE_RESOURCE_TYPE={TIDEPOOL_NODE_RESOURCE_TYPE!r}: use 'general' or 'lingjun'.")
+TIDEPOOL_NODE_ADDRESS = os.environ.get("TIDEPOOL_NODE_ADDRESS", "127.0.0.1")
 
 TIDEPOOL_HTTPS = env_bool("TIDEPOOL_HTTPS", not DEBUG)
 if TIDEPOOL_HTTPS:

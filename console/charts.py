@@ -14,8 +14,9 @@ from datetime import datetime, timedelta
 import plotly.graph_objects as go
 from django.utils import timezone
 
-from scheduler.models import AllocationSample, ResourceType
+from scheduler.models import ResourceType
 from scheduler.selectors import (
+    AllocationRow,
     QuotaUsage,
     allocation_by_quota,
     pool_allocation_series,
@@ -62,9 +63,9 @@ def _last_day(figure: go.Figure, now: datetime) -> None:
     figure.update_xaxes(range=[now - WINDOW, now])
 
 
-def _live_samples(now: datetime) -> list[AllocationSample]:
-    """Allocation right now (unsaved samples), appended to the stored history."""
-    return allocation_by_quota(now=now)
+def _live_samples(now: datetime) -> list[AllocationRow]:
+    """Allocation right now, appended to the stored history."""
+    return allocation_by_quota()
 
 
 def pool_allocation_figures(now: datetime | None = None) -> list[tuple[str, str]]:

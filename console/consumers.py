@@ -28,9 +28,9 @@ from console.tables import (
     visible_rows,
 )
 from console.views import render_job_live
-from scheduler.models import FINAL_JOB_STATUSES
 from scheduler.publish import CLUSTER_GROUP, job_group, jobs_group
 from scheduler.selectors import cluster_fingerprint, job_detail, job_for_user, user_workspaces
+from scheduler.states import FINAL_JOB_STATUSES
 
 log = logging.getLogger("tidepool.console.live")
 

@@ -15,7 +15,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.http import QueryDict
 from django.template.loader import render_to_string
 
-from scheduler.models import IdleMode, Job, JobStatus
+from scheduler.models import IdleMode, Job
 from scheduler.selectors import (
     DEFAULT_JOB_SORT,
     JOB_SORTS,
@@ -25,6 +25,7 @@ from scheduler.selectors import (
     visible_jobs,
     with_row_data,
 )
+from scheduler.states import JOB_STATUS_VALUES, JobStatus
 
 PER_PAGE = 50
 ROW_TEMPLATE = "console/_job_row.html"
@@ -72,7 +73,7 @@ class JobListQuery:
             return (value or "").strip()
 
         status = first("status")
-        if status and status not in STATUS_GROUPS and status not in JobStatus.values:
+        if status and status not in STATUS_GROUPS and status not in JOB_STATUS_VALUES:
             status = ""
         idle_mode = first("idle_mode")
         if idle_mode not in IdleMode.values:

@@ -7,6 +7,7 @@ that partial, which is what the browser fetches when the cluster socket says som
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from typing import Any
 
 from django.contrib import messages
@@ -36,30 +37,22 @@ from console.tables import (
     JobListQuery,
     build_page,
 )
-from scheduler.models import (
-    FINAL_JOB_STATUSES,
-    LIVE_POD_STATUSES,
-    IdleMode,
-    Job,
-    JobStatus,
-    Node,
-    ResourceQuota,
-    Workspace,
-)
+from scheduler.models import IdleMode, Job, Node, ResourceQuota, Workspace
 from scheduler.publish import publish_cluster_change_on_commit
 from scheduler.selectors import (
+    dashboard_summary,
     job_detail,
     job_for_user,
-    job_status_counts,
     node_grid,
     quota_tree,
     user_quotas,
     user_workspaces,
     workspaces_overview,
 )
-from scheduler.services.jobs import job_restart, job_stop, job_submit
+from scheduler.services.jobs import job_can_restart, job_can_stop, job_restart, job_stop, job_submit
 from scheduler.services.nodes import node_drain, node_set_schedulable
 from scheduler.services.quotas import quota_create, quota_delete, quota_update
+from scheduler.states import FINAL_JOB_STATUSES, LIVE_POD_STATUSES
 
 log = logging.getLogger("tidepool.console")
 
@@ -84,25 +77,14 @@ class DashboardView(LoginRequiredMixin, View):
 
     def get(self, request: HttpRequest) -> HttpResponse:
         now = timezone.now()
-        counts = job_status_counts()
         pools = []
         for usage in quota_tree():
             if usage.depth == 0:
                 pools.append(usage)
         preemptions_json, preemptions_24h = charts.preemptions_figure(now)
         queue_json, median_wait = charts.queue_wait_figure(now)
-        nodes = node_grid(user=request.user)
-        capacity = sum(grid.node.gpu_count for grid in nodes if not grid.node.lost)
-        used_in = sum(1 for grid in nodes for cell in grid.gpus if cell.used and cell.in_quota)
-        used_out = sum(1 for grid in nodes for cell in grid.gpus if cell.used and not cell.in_quota)
         context = {
-            "running": counts.get(JobStatus.RUNNING, 0) + counts.get(JobStatus.ENV_PREPARING, 0),
-            "pending": sum(counts.get(s, 0) for s in (JobStatus.QUEUING, JobStatus.RESTARTING, JobStatus.CREATING)),
-            "preempted_now": counts.get(JobStatus.PREEMPTED, 0),
-            "capacity": capacity,
-            "used_in": used_in,
-            "used_out": used_out,
-            "free": max(0, capacity - used_in - used_out),
+            **asdict(dashboard_summary(user=request.user)),
             "pools": pools,
             "allocation_charts": charts.pool_allocation_figures(now),
             "preemptions_json": preemptions_json,
@@ -246,8 +228,8 @@ def job_live_context(job: Job) -> dict[str, Any]:
         "attempts": sorted(attempts.items(), reverse=True),
         "events": list(job.events.all()),
         "progress": job.progress or {},
-        "can_stop": job.status not in (*FINAL_JOB_STATUSES, JobStatus.STOPPING),
-        "can_restart": job.status in (*FINAL_JOB_STATUSES, JobStatus.PREEMPTED) and not live_pods,
+        "can_stop": job_can_stop(job),
+        "can_restart": job_can_restart(job, has_live_pods=live_pods),
         "is_final": job.status in FINAL_JOB_STATUSES,
     }
 

@@ -10,7 +10,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from scheduler.models import Node, ResourceQuota, ResourceType, Workspace
+from scheduler.models import Job, Node, ResourceQuota, ResourceType, Workspace
+from scheduler.services.jobs import job_submit
 from scheduler.services.nodes import node_register
 from scheduler.services.quotas import quota_create, quota_update
 
@@ -79,9 +80,6 @@ SAMPLE_JOBS = (
 
 def seed_sample_jobs() -> list[str]:
     """Submit the sample jobs that do not exist yet (through the normal submission service)."""
-    from scheduler.models import Job
-    from scheduler.services.jobs import job_submit
-
     User = get_user_model()
     created = []
     for sample in SAMPLE_JOBS:

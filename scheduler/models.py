@@ -15,6 +15,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from scheduler.engine.types import CPU, MEMORY, gpu_key
+from scheduler.states import ACTIVE_JOB_STATUSES, LIVE_POD_STATUSES, JobStatus, PodStatus, choices
 
 
 class ResourceType(models.TextChoices):
@@ -35,43 +36,6 @@ class JobType(models.TextChoices):
     XGBOOST = "xgboost", "XGBoost"
     RAY = "ray", "Ray"
     CUSTOM = "custom", "Custom"
-
-
-class JobStatus(models.TextChoices):
-    CREATING = "Creating"
-    QUEUING = "Queuing"
-    ENV_PREPARING = "EnvPreparing"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    STOPPING = "Stopping"
-    STOPPED = "Stopped"
-    PREEMPTED = "Preempted"
-    RESTARTING = "Restarting"
-
-
-ACTIVE_JOB_STATUSES = (
-    JobStatus.CREATING,
-    JobStatus.QUEUING,
-    JobStatus.ENV_PREPARING,
-    JobStatus.RUNNING,
-    JobStatus.STOPPING,
-    JobStatus.PREEMPTED,
-    JobStatus.RESTARTING,
-)
-FINAL_JOB_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED)
-
-
-class PodStatus(models.TextChoices):
-    PENDING = "Pending"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    PREEMPTED = "Preempted"
-    STOPPED = "Stopped"
-
-
-LIVE_POD_STATUSES = (PodStatus.PENDING, PodStatus.RUNNING)
 
 
 def cpu_to_milli(cores: Decimal | float | int) -> int:
@@ -208,7 +172,7 @@ class Job(models.Model):
     checkpoint_dir = models.CharField(max_length=255, blank=True)
     grace_seconds = models.FloatField(null=True, blank=True, help_text="Empty: the cluster default.")
 
-    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.CREATING)
+    status = models.CharField(max_length=16, choices=choices(JobStatus), default=JobStatus.CREATING)
     in_quota = models.BooleanField(null=True, blank=True)
     gpu_type = models.CharField(max_length=32, blank=True, help_text="The GPU model the job runs on.")
     restart_count = models.PositiveIntegerField(default=0)
@@ -279,7 +243,7 @@ class Pod(models.Model):
     attempt = models.PositiveIntegerField()
     node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="pods")
     gpu_indices = models.JSONField(default=list, blank=True)
-    status = models.CharField(max_length=16, choices=PodStatus.choices, default=PodStatus.PENDING)
+    status = models.CharField(max_length=16, choices=choices(PodStatus), default=PodStatus.PENDING)
     exit_code = models.IntegerField(null=True, blank=True)
     reason = models.CharField(max_length=300, blank=True)
     terminate_requested = models.CharField(max_length=16, blank=True, help_text="preempted / stopped")

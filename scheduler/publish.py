@@ -20,6 +20,7 @@ from collections.abc import Iterable
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import transaction
 
 log = logging.getLogger("tidepool.publish")
@@ -100,3 +101,33 @@ def publish_jobs_changed_on_commit(changes: Iterable[tuple[int, int]]) -> None:
 
 def publish_cluster_change_on_commit() -> None:
     transaction.on_commit(lambda: _send(CLUSTER_GROUP, {"type": "cluster.changed"}))
+
+
+# Scheduler wake-ups: a submission, a stop or a pod exit asks the loop for a cycle now. In one
+# process (embedded) a threading.Event wakes the loop thread; across processes the loop also
+# listens on a Redis channel (scheduler/loop/wakeup.py) and polls every TIDEPOOL_SCHEDULER_INTERVAL s.
+WAKEUP_CHANNEL = "tidepool:scheduler:wakeup"
+local_wakeup = threading.Event()
+_redis_client = None
+
+
+def _redis():
+    global _redis_client
+    if _redis_client is None:
+        import redis
+
+        _redis_client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1)
+    return _redis_client
+
+
+def wake_scheduler() -> None:
+    local_wakeup.set()
+    if settings.REDIS_URL:
+        try:
+            _redis().publish(WAKEUP_CHANNEL, b"1")
+        except Exception:  # the loop polls anyway; a lost wake-up only costs one interval
+            log.warning("could not publish scheduler wake-up", exc_info=True)
+
+
+def wake_scheduler_on_commit() -> None:
+    transaction.on_commit(wake_scheduler)

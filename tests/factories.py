@@ -15,18 +15,8 @@ import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from scheduler.models import (
-    IdleMode,
-    Job,
-    JobRole,
-    JobStatus,
-    Node,
-    Pod,
-    PodStatus,
-    ResourceQuota,
-    ResourceType,
-    Workspace,
-)
+from scheduler.models import IdleMode, Job, JobRole, Node, Pod, ResourceQuota, ResourceType, Workspace
+from scheduler.states import JobStatus, PodStatus
 
 
 class UserFactory(factory.django.DjangoModelFactory):

@@ -13,21 +13,22 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from scheduler.models import Job
+from scheduler.states import PENDING_JOB_STATUSES, STARTED_JOB_STATUSES, JobStatus, PodStatus
 
 register = template.Library()
 
 STATUS_CLASSES = {
-    "Creating": "pending",
-    "Queuing": "pending",
-    "Restarting": "restarting",
-    "EnvPreparing": "preparing",
-    "Running": "running",
-    "Succeeded": "succeeded",
-    "Failed": "failed",
-    "Stopping": "stopping",
-    "Stopped": "stopped",
-    "Preempted": "preempted",
-    "Pending": "pending",
+    JobStatus.CREATING: "pending",
+    JobStatus.QUEUING: "pending",
+    JobStatus.RESTARTING: "restarting",
+    JobStatus.ENV_PREPARING: "preparing",
+    JobStatus.RUNNING: "running",
+    JobStatus.SUCCEEDED: "succeeded",
+    JobStatus.FAILED: "failed",
+    JobStatus.STOPPING: "stopping",
+    JobStatus.STOPPED: "stopped",
+    JobStatus.PREEMPTED: "preempted",
+    PodStatus.PENDING: "pending",
 }
 
 
@@ -129,8 +130,8 @@ def epoch_time(value: float | int | None) -> datetime | None:
         return None
 
 
-WAITING_STATUSES = ("Creating", "Queuing", "Restarting")
-RUNNING_STATUSES = ("EnvPreparing", "Running", "Succeeded")
+WAITING_STATUSES = PENDING_JOB_STATUSES
+RUNNING_STATUSES = (*STARTED_JOB_STATUSES, JobStatus.SUCCEEDED)
 
 
 @register.filter

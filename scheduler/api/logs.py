@@ -4,7 +4,7 @@ A client asks once for the tail (no offset) and gets the last N lines plus the b
 end at; it then asks with that offset and gets only what was appended since. Both reads go
 through scheduler.executors.logs.read_pod_log: the file on this machine (local executor), or the
 pod's node asked over the Celery control channel (Celery executor), read with
-scheduler.runtime.logs.read_from, which never splits a UTF-8 character and starts over when a log
+scheduler.node.runtime.logs.read_from, which never splits a UTF-8 character and starts over when a log
 was truncated. A node that does not answer raises LogUnavailable.
 """
 

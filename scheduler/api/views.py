@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from scheduler.api import serializers as s
 from scheduler.api.logs import LogUnavailable, follow_window, tail_window
-from scheduler.models import JobStatus, Node, Pod, ResourceQuota
+from scheduler.models import Node, Pod, ResourceQuota
 from scheduler.selectors import (
     DEFAULT_JOB_SORT,
     JOB_SORTS,
@@ -36,6 +36,7 @@ from scheduler.selectors import (
 from scheduler.services.jobs import job_restart, job_stop, job_submit
 from scheduler.services.nodes import node_drain, node_set_schedulable
 from scheduler.services.quotas import quota_create, quota_delete, quota_update
+from scheduler.states import JOB_STATUS_VALUES
 
 
 def service_error(error: DjangoValidationError) -> ValidationError:
@@ -121,7 +122,7 @@ class JobListView(GenericAPIView):
 
 
 def _is_status(value: str) -> bool:
-    return value in JobStatus.values
+    return value in JOB_STATUS_VALUES
 
 
 class JobDetailView(APIView):

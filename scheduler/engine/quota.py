@@ -42,10 +42,15 @@ def pool_capacity(nodes: Iterable[Node], pool: str) -> dict[str, int]:
     return total
 
 
+def states_no_min(quota: Quota) -> bool:
+    """No `min` at all, or every amount in it 0 (how the database stores "none")."""
+    return not any(quota.min.values())
+
+
 def effective_min(quota: Quota, nodes: Iterable[Node]) -> dict[str, int]:
     """A root quota that states no `min` is guaranteed its whole pool ("a root's min is the pool's
     capacity"); a stated one is taken as written, so a scenario can model a smaller guarantee."""
-    if quota.parent is None and not quota.min:
+    if quota.parent is None and states_no_min(quota):
         return pool_capacity(nodes, quota.pool)
     return dict(quota.min)
 
@@ -144,44 +149,50 @@ class QuotaTree:
                 used[key] = used.get(key, 0) - amount
 
 
-def tree_problems(quotas: Iterable[Quota], nodes: Iterable[Node]) -> list[tuple[str, str, str]]:
-    """What makes a quota tree invalid, as (quota name, field, message); empty when it is sound.
+@dataclass(frozen=True, slots=True)
+class TreeViolation:
+    """One broken rule of a quota tree; `tree_problems` and the quota services render it."""
 
-    Rules: a parent must exist and be in the same pool, parents never form a cycle, `min` never
-    exceeds `max`, and children's `min` add up to no more than their parent's (a root stating no
-    `min` is guaranteed its pool's capacity).
-    """
+    quota: str
+    rule: str  # unknown_parent | other_pool | cycle | min_over_max | children_over_parent
+    other: str = ""  # the parent (unknown_parent, other_pool, children_over_parent)
+    key: str = ""  # the resource (min_over_max, children_over_parent)
+    amount: int = 0  # the quota's min, or the children's min in all
+    limit: int = 0  # the max, or the parent's (effective) min
+    pool: str = ""  # other_pool: the quota's pool, then its parent's
+    other_pool: str = ""
+
+
+def tree_violations(quotas: Iterable[Quota], nodes: Iterable[Node]) -> list[TreeViolation]:
+    """Every broken rule of the tree: a parent must exist and be in the same pool, parents never form
+    a cycle, `min` never exceeds `max`, and children's `min` add up to no more than their parent's
+    (a root stating no `min` is guaranteed its pool's capacity). The one home of these rules."""
     quotas = list(quotas)
     nodes = list(nodes)
     by_name = {q.name: q for q in quotas}
-    problems: list[tuple[str, str, str]] = []
+    found: list[TreeViolation] = []
     for q in quotas:
         if q.parent is None:
             continue
         parent = by_name.get(q.parent)
         if parent is None:
-            problems.append((q.name, "parent", f"unknown quota '{q.parent}'"))
+            found.append(TreeViolation(q.name, "unknown_parent", other=q.parent))
         elif parent.pool != q.pool:
-            problems.append(
-                (q.name, "resource_type", f"quota is in pool {q.pool} but its parent {parent.name} is in {parent.pool}")
-            )
+            found.append(TreeViolation(q.name, "other_pool", other=parent.name, pool=q.pool,
+                                       other_pool=parent.pool))
     for q in quotas:
         seen = {q.name}
         parent = by_name.get(q.parent) if q.parent else None
         while parent is not None:
             if parent.name in seen:
-                problems.append((q.name, "parent", "quota parents form a cycle"))
+                found.append(TreeViolation(q.name, "cycle"))
                 break
             seen.add(parent.name)
             parent = by_name.get(parent.parent) if parent.parent else None
     for q in quotas:
-        if q.max is None:
-            continue
         for key, amount in sorted(q.min.items()):
-            if key in q.max and amount > q.max[key]:
-                problems.append(
-                    (q.name, "min", f"min {describe_amount(key, amount)} is over max {describe_amount(key, q.max[key])}")
-                )
+            if q.max is not None and key in q.max and amount > q.max[key]:
+                found.append(TreeViolation(q.name, "min_over_max", key=key, amount=amount, limit=q.max[key]))
     children: dict[str, list[Quota]] = {}
     for q in quotas:
         if q.parent in by_name:
@@ -193,13 +204,26 @@ def tree_problems(quotas: Iterable[Quota], nodes: Iterable[Node]) -> list[tuple[
             add_into(total, kid.min)
         for key, amount in sorted(total.items()):
             if amount > parent_min.get(key, 0):
-                problems.append(
-                    (
-                        kids[-1].name,
-                        "min",
-                        f"children of {parent_name} have a min of {describe_amount(key, amount)} in all, over "
-                        f"its min of {describe_amount(key, parent_min.get(key, 0))}",
-                    )
-                )
-    return problems
+                found.append(TreeViolation(kids[-1].name, "children_over_parent", other=parent_name, key=key,
+                                           amount=amount, limit=parent_min.get(key, 0)))
+    return found
 
+
+def tree_problems(quotas: Iterable[Quota], nodes: Iterable[Node]) -> list[tuple[str, str, str]]:
+    """What makes a quota tree invalid, as (quota name, field, message); empty when it is sound."""
+    problems: list[tuple[str, str, str]] = []
+    for v in tree_violations(quotas, nodes):
+        if v.rule == "unknown_parent":
+            problems.append((v.quota, "parent", f"unknown quota '{v.other}'"))
+        elif v.rule == "other_pool":
+            problems.append((v.quota, "resource_type",
+                             f"quota is in pool {v.pool} but its parent {v.other} is in {v.other_pool}"))
+        elif v.rule == "cycle":
+            problems.append((v.quota, "parent", "quota parents form a cycle"))
+        elif v.rule == "min_over_max":
+            problems.append((v.quota, "min", f"min {describe_amount(v.key, v.amount)} is over max "
+                                             f"{describe_amount(v.key, v.limit)}"))
+        else:
+            problems.append((v.quota, "min", f"children of {v.other} have a min of {describe_amount(v.key, v.amount)} "
+                                             f"in all, over its min of {describe_amount(v.key, v.limit)}"))
+    return problems

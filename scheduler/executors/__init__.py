@@ -1,22 +1,33 @@
-"""Executors turn admitted pods into processes and deliver terminations.
+"""The port the services call to start and stop pods (DESIGN §5).
 
-- `local` (embedded default): the demo's virtual nodes run their pods as processes of this machine.
-- `celery` (production): each pod goes to its node's queue `node.<name>`, where that node's worker runs it.
+Two adapters, named here by dotted path so that this port never imports the node side:
+- `local` (embedded default, scheduler/node/local.py): the demo's virtual nodes run their pods
+  as processes of the console;
+- `celery` (production, scheduler/executors/celery.py): each pod goes to its node's queue
+  `node.<name>`, where that node's worker runs it.
 
-Both expose `launch(launches)` and `terminate(refs, grace_s, outcome)`, called after commit. Pod
-logs are read with `scheduler.executors.logs.read_pod_log`: here, or from the pod's node.
+The adapter is chosen by TIDEPOOL_EXECUTOR and registered at start-up (`register_from_settings`,
+called by the scheduler app's `ready()`); it is built on first use. Tests swap it with
+`set_executor`. Every call happens after commit.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
-from django.conf import settings
+from django.utils.module_loading import import_string
 
-from scheduler.models import Job, Pod
+if TYPE_CHECKING:
+    from scheduler.models import Job, Pod
 
 PodRef = tuple[int, int, str]  # (pod id, attempt, node name)
+
+ADAPTERS = {
+    "local": "scheduler.node.local.LocalExecutor",
+    "celery": "scheduler.executors.celery.CeleryExecutor",
+}
 
 
 class Executor(Protocol):
@@ -26,21 +37,28 @@ class Executor(Protocol):
 
 
 _executor: Executor | None = None
+_factory: Callable[[], Executor] | None = None
 _lock = threading.Lock()
+
+
+def register_from_settings(name: str) -> None:
+    """Register the adapter named by TIDEPOOL_EXECUTOR (built on first use)."""
+    register(lambda: import_string(ADAPTERS[name])())
+
+
+def register(factory: Callable[[], Executor]) -> None:
+    global _factory
+    with _lock:
+        _factory = factory
 
 
 def get_executor() -> Executor:
     global _executor
     with _lock:
         if _executor is None:
-            if settings.TIDEPOOL_EXECUTOR == "celery":
-                from scheduler.executors.celery import CeleryExecutor
-
-                _executor = CeleryExecutor()
-            else:
-                from scheduler.executors.local import LocalExecutor
-
-                _executor = LocalExecutor()
+            if _factory is None:
+                raise RuntimeError("no executor registered: the scheduler app registers one at start-up")
+            _executor = _factory()
         return _executor
 
 

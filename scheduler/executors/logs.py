@@ -3,7 +3,7 @@
 A pod's stdout and stderr go to a file under TIDEPOOL_DATA_DIR on the machine that runs it
 (`specs.pod_log_path`). With the local executor that is this machine. With the Celery executor it
 is the pod's node: the file is read there by the node worker's `tidepool_read_pod_log` control
-command (scheduler/worker.py), which `read_pod_log` broadcasts; every worker receives it, only the
+command (scheduler/node/worker.py, served by scheduler/node/logs.py), which `read_pod_log` broadcasts; every worker receives it, only the
 pod's node answers with the text. A log that exists here (shared storage, or a console host that
 is also the node) is read directly.
 
@@ -19,53 +19,24 @@ answer (`read_pod_log` asks again until it has what it wanted).
 from __future__ import annotations
 
 import logging
-import os
 import time
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.conf import settings
 
-from scheduler.executors.specs import pod_log_path
+from scheduler.executors.celery import READ_LOG_COMMAND
 from scheduler.models import Pod
-from scheduler.runtime.logs import read_from
+from scheduler.node.runtime.logs import NODE_MAX_BYTES, LogChunk, read_chunk
+from scheduler.paths import pod_log_path
 
 log = logging.getLogger("tidepool.executor")
 
-READ_LOG_COMMAND = "tidepool_read_pod_log"
-NODE_MAX_BYTES = 64 * 1024  # per control-channel answer
+
 NODE_ANSWER_TIMEOUT_S = 2.0  # wait for the pod's node this long (after the last reply of any worker)
-
-
-@dataclass(frozen=True)
-class LogChunk:
-    text: str
-    start: int  # byte offset the text begins at (0 after a truncated log was read from the start)
-    offset: int  # byte offset it ends at: pass it back to read what follows
-    size: int  # the log's size when it was read (0 if it does not exist yet)
-    exists: bool = True
 
 
 class LogUnavailable(Exception):
     """The log is on a node that did not answer (or refused): the message says which and why."""
-
-
-def read_chunk(path: str, offset: int, max_bytes: int) -> LogChunk:
-    """Up to `max_bytes` bytes of the file at `path` from `offset` (see the module's docstring)."""
-    try:
-        size = os.path.getsize(path)
-    except OSError:  # not created yet: nothing to show, keep the offset
-        return LogChunk(text="", start=max(0, offset), offset=max(0, offset), size=0, exists=False)
-    if offset < 0:
-        start = max(0, size + offset)
-    elif offset > size:
-        start = 0
-    else:
-        start = offset
-    text, end = read_from(path, start, max(0, max_bytes))
-    if end < start:  # truncated between the size and the read: read_from started over
-        start = 0
-    return LogChunk(text=text, start=start, offset=end, size=max(size, end))
 
 
 def read_pod_log(pod: Pod, offset: int, max_bytes: int, *, timeout: float | None = None) -> LogChunk:
@@ -99,7 +70,7 @@ class _Answered(Exception):
 def ask_node(node_name: str, pod_id: int, attempt: int, offset: int, max_bytes: int, *,
              timeout: float | None = None) -> LogChunk:
     """One `tidepool_read_pod_log` round trip to the node's worker (through the broker)."""
-    from config.celery import app
+    from celery import current_app as app
 
     timeout = NODE_ANSWER_TIMEOUT_S if timeout is None else timeout
     deadline = time.monotonic() + timeout
@@ -132,18 +103,3 @@ def ask_node(node_name: str, pod_id: int, attempt: int, offset: int, max_bytes: 
         raise LogUnavailable(f"node {node_name} refused: {answer['refused']}")
     return LogChunk(text=answer["text"], start=answer["start"], offset=answer["offset"], size=answer["size"],
                     exists=answer["exists"])
-
-
-def serve_pod_log(node_name: str, pod_id: int, attempt: int, offset: int, max_bytes: int) -> dict[str, Any]:
-    """The node side of `ask_node`: this node's log of a pod it runs (or ran), as a reply dict.
-
-    Only a pod that the database records on `node_name`, at that attempt; the path comes from the
-    pod row, never from the request; at most NODE_MAX_BYTES.
-    """
-    pod = Pod.objects.select_related("node").filter(pk=pod_id).first()
-    if pod is None or pod.node is None or pod.node.name != node_name:
-        return {"node": node_name, "refused": f"pod {pod_id} does not run on node {node_name}"}
-    if pod.attempt != attempt:
-        return {"node": node_name, "refused": f"pod {pod_id} is attempt {pod.attempt}, not {attempt}"}
-    chunk = read_chunk(str(pod_log_path(pod)), int(offset), max(0, min(int(max_bytes), NODE_MAX_BYTES)))
-    return {"node": node_name, **asdict(chunk)}

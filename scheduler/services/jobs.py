@@ -14,22 +14,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.engine.placement import unplaceable_reason
-from scheduler.models import (
-    FINAL_JOB_STATUSES,
-    LIVE_POD_STATUSES,
-    IdleMode,
-    Job,
-    JobRole,
-    JobStatus,
-    JobType,
-    ResourceQuota,
-    Workspace,
-)
-from scheduler.publish import publish_jobs_changed_on_commit
+from scheduler.engine_rows import engine_nodes_of_pool, role_pods
+from scheduler.models import IdleMode, Job, JobRole, JobType, ResourceQuota, Workspace
+from scheduler.publish import publish_jobs_changed_on_commit, wake_scheduler_on_commit
 from scheduler.selectors import user_can_use_workspace
 from scheduler.services.events import job_event
-from scheduler.snapshot import engine_nodes_of_pool, role_pods
-from scheduler.wakeup import wake_scheduler_on_commit
+from scheduler.services.lifecycle import job_terminate
+from scheduler.states import FINAL_JOB_STATUSES, LIVE_POD_STATUSES, EventKind, JobStatus, PodOutcome
 
 NAME_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,98}[a-z0-9])?$")
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -86,6 +77,42 @@ def check_fits_pool(*, quota: ResourceQuota, roles: Sequence[JobRole]) -> None:
         raise ValidationError({"roles": reason})
 
 
+def _check_settings(
+    *, name: str, command: str, job_type: str, priority: Any, idle_mode: str,
+    environment: Mapping[str, str] | None, max_running_minutes: int | None, max_restarts: int,
+    grace_seconds: float | None,
+) -> tuple[int, dict[str, str]]:
+    """Validate a submission's own settings; returns the priority and environment, cleaned."""
+    if not NAME_PATTERN.match(name):
+        raise ValidationError(
+            {"name": "A job name is 1–100 lowercase letters, digits or dashes, starting and ending with a letter or digit."}
+        )
+    if not (command or "").strip():
+        raise ValidationError({"command": "A job needs a command to run."})
+    if job_type not in JobType.values:
+        raise ValidationError({"job_type": f"Job type {job_type!r} is unknown: use one of {', '.join(JobType.values)}."})
+    try:
+        priority = int(priority)
+    except (TypeError, ValueError):
+        raise ValidationError({"priority": f"Priority must be a whole number from 1 to 9, got {priority!r}."}) from None
+    if not 1 <= priority <= 9:
+        raise ValidationError({"priority": f"Priority must be from 1 to 9 (got {priority})."})
+    if idle_mode not in IdleMode.values:
+        raise ValidationError({"idle_mode": f"Idle mode {idle_mode!r} is unknown: use off, acceptable or only."})
+    env = dict(environment or {})
+    for key, value in env.items():
+        if not ENV_NAME_PATTERN.match(str(key)):
+            raise ValidationError({"environment": f"{key!r} is not a valid environment variable name."})
+        env[key] = str(value)
+    if max_running_minutes is not None and int(max_running_minutes) < 1:
+        raise ValidationError({"max_running_minutes": "The maximum running time is at least 1 minute (or empty)."})
+    if int(max_restarts) < 0:
+        raise ValidationError({"max_restarts": f"Max restarts cannot be negative (got {max_restarts})."})
+    if grace_seconds is not None and float(grace_seconds) < 0:
+        raise ValidationError({"grace_seconds": "The grace period cannot be negative."})
+    return priority, env
+
+
 @transaction.atomic
 def job_submit(
     *,
@@ -110,38 +137,16 @@ def job_submit(
 ) -> Job:
     if user is not None and not user_can_use_workspace(user=user, workspace=workspace):
         raise ValidationError({"workspace": f"You are not a member of workspace {workspace.name}."})
-    name = (name or "").strip()
-    if not NAME_PATTERN.match(name):
-        raise ValidationError(
-            {"name": "A job name is 1–100 lowercase letters, digits or dashes, starting and ending with a letter or digit."}
-        )
-    if not (command or "").strip():
-        raise ValidationError({"command": "A job needs a command to run."})
-    if job_type not in JobType.values:
-        raise ValidationError({"job_type": f"Job type {job_type!r} is unknown: use one of {', '.join(JobType.values)}."})
-    try:
-        priority = int(priority)
-    except (TypeError, ValueError):
-        raise ValidationError({"priority": f"Priority must be a whole number from 1 to 9, got {priority!r}."}) from None
-    if not 1 <= priority <= 9:
-        raise ValidationError({"priority": f"Priority must be from 1 to 9 (got {priority})."})
-    if idle_mode not in IdleMode.values:
-        raise ValidationError({"idle_mode": f"Idle mode {idle_mode!r} is unknown: use off, acceptable or only."})
     if not quota.workspaces.filter(pk=workspace.pk).exists():
         raise ValidationError(
             {"quota": f"Quota {quota.name} is not associated with workspace {workspace.name}; pick one of its quotas."}
         )
-    env = dict(environment or {})
-    for key, value in env.items():
-        if not ENV_NAME_PATTERN.match(str(key)):
-            raise ValidationError({"environment": f"{key!r} is not a valid environment variable name."})
-        env[key] = str(value)
-    if max_running_minutes is not None and int(max_running_minutes) < 1:
-        raise ValidationError({"max_running_minutes": "The maximum running time is at least 1 minute (or empty)."})
-    if int(max_restarts) < 0:
-        raise ValidationError({"max_restarts": f"Max restarts cannot be negative (got {max_restarts})."})
-    if grace_seconds is not None and float(grace_seconds) < 0:
-        raise ValidationError({"grace_seconds": "The grace period cannot be negative."})
+    name = (name or "").strip()
+    priority, env = _check_settings(
+        name=name, command=command, job_type=job_type, priority=priority, idle_mode=idle_mode,
+        environment=environment, max_running_minutes=max_running_minutes, max_restarts=max_restarts,
+        grace_seconds=grace_seconds,
+    )
     role_rows = clean_roles(roles)
     check_fits_pool(quota=quota, roles=role_rows)
 
@@ -173,23 +178,31 @@ def job_submit(
     for role in role_rows:
         role.job = job
     JobRole.objects.bulk_create(role_rows)
-    job_event(job, "submitted", f"submitted by {getattr(user, 'username', 'system')} to quota {quota.name}")
-    job_event(job, "queued", "queuing")
+    job_event(job, EventKind.SUBMITTED, f"submitted by {getattr(user, 'username', 'system')} to quota {quota.name}")
+    job_event(job, EventKind.QUEUED, "queuing")
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
     wake_scheduler_on_commit()
     return job
 
 
+def job_can_stop(job: Job) -> bool:
+    """A user may stop a job that has not finished and is not already stopping."""
+    return job.status not in (*FINAL_JOB_STATUSES, JobStatus.STOPPING)
+
+
+def job_can_restart(job: Job, *, has_live_pods: bool) -> bool:
+    """A finished or (finally) Preempted job whose pods have all exited may run again."""
+    return job.status in (*FINAL_JOB_STATUSES, JobStatus.PREEMPTED) and not has_live_pods
+
+
 @transaction.atomic
 def job_stop(*, job: Job, user: AbstractBaseUser | None, reason: str = "") -> Job:
     """A user's stop: live pods get SIGTERM and the grace period; a pending job stops at once."""
-    from scheduler.services.lifecycle import job_terminate
-
     job = Job.objects.select_for_update().get(pk=job.pk)
-    if job.status in FINAL_JOB_STATUSES or job.status == JobStatus.STOPPING:
+    if not job_can_stop(job):
         raise ValidationError({"status": f"Job {job.name} is {job.status}; there is nothing to stop."})
     who = getattr(user, "username", None) or "system"
-    job_terminate(job=job, outcome="stopped", reason=reason or f"stopped by {who}")
+    job_terminate(job=job, outcome=PodOutcome.STOPPED, reason=reason or f"stopped by {who}")
     return job
 
 
@@ -197,9 +210,7 @@ def job_stop(*, job: Job, user: AbstractBaseUser | None, reason: str = "") -> Jo
 def job_restart(*, job: Job, user: AbstractBaseUser | None) -> Job:
     """Run a finished job again, keeping its checkpoint directory (a fresh queue time)."""
     job = Job.objects.select_for_update().get(pk=job.pk)
-    if job.status not in (*FINAL_JOB_STATUSES, JobStatus.PREEMPTED) or job.pods.filter(
-        status__in=LIVE_POD_STATUSES
-    ).exists():
+    if not job_can_restart(job, has_live_pods=job.pods.filter(status__in=LIVE_POD_STATUSES).exists()):
         raise ValidationError({"status": f"Job {job.name} is {job.status}; stop it before restarting."})
     job.status = JobStatus.QUEUING
     job.queue_time = timezone.now()
@@ -210,7 +221,7 @@ def job_restart(*, job: Job, user: AbstractBaseUser | None) -> Job:
     job.stop_outcome = ""
     job.waiting_reason = ""
     job.save()
-    job_event(job, "queued", f"restarted by {getattr(user, 'username', 'system')}")
+    job_event(job, EventKind.QUEUED, f"restarted by {getattr(user, 'username', 'system')}")
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
     wake_scheduler_on_commit()
     return job

@@ -13,26 +13,26 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler.models import (
+from scheduler.executors import get_executor
+from scheduler.models import Job, Node, Pod
+from scheduler.publish import (
+    publish_cluster_change_on_commit,
+    publish_jobs_changed_on_commit,
+    wake_scheduler_on_commit,
+)
+from scheduler.services.events import job_event
+from scheduler.states import (
     LIVE_POD_STATUSES,
-    Job,
+    POD_STATUS_OF_OUTCOME,
+    EventKind,
     JobStatus,
-    Node,
-    Pod,
+    PodOutcome,
     PodStatus,
 )
-from scheduler.publish import publish_cluster_change_on_commit, publish_jobs_changed_on_commit
-from scheduler.services.events import job_event
-from scheduler.wakeup import wake_scheduler_on_commit
 
 log = logging.getLogger("tidepool.lifecycle")
 
-OUTCOME_TO_POD_STATUS = {
-    "succeeded": PodStatus.SUCCEEDED,
-    "failed": PodStatus.FAILED,
-    "preempted": PodStatus.PREEMPTED,
-    "stopped": PodStatus.STOPPED,
-}
+OUTCOME_TO_POD_STATUS = POD_STATUS_OF_OUTCOME
 
 
 def grace_seconds(job: Job) -> float:
@@ -56,8 +56,6 @@ def signal_pods_on_commit(pods: list[Pod], *, grace_s: float, outcome: str) -> N
     """Ask the executor to SIGTERM these pods (then SIGKILL after grace_s), once the decision is committed."""
     if not pods:
         return
-    from scheduler.executors import get_executor
-
     refs = [(pod.pk, pod.attempt, pod.node.name if pod.node else "") for pod in pods]
     transaction.on_commit(lambda: get_executor().terminate(refs, grace_s=grace_s, outcome=outcome))
 
@@ -76,9 +74,9 @@ def job_preempt(*, job: Job, reason: str) -> None:
     job.waiting_reason = reason
     job.queue_position = None
     job.save(update_fields=["status", "waiting_reason", "queue_position", "updated_at"])
-    job_event(job, "preempted", reason)
-    _request_termination(pods, "preempted")
-    signal_pods_on_commit(pods, grace_s=grace_seconds(job), outcome="preempted")
+    job_event(job, EventKind.PREEMPTED, reason)
+    _request_termination(pods, PodOutcome.PREEMPTED)
+    signal_pods_on_commit(pods, grace_s=grace_seconds(job), outcome=PodOutcome.PREEMPTED)
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
     if not pods:
         _settle(job)
@@ -93,29 +91,29 @@ def job_terminate(*, job: Job, outcome: str, reason: str) -> None:
     job.waiting_reason = reason
     if pods:
         job.status = JobStatus.STOPPING
-        job_event(job, "stopping", reason)
+        job_event(job, EventKind.STOPPING, reason)
     else:
         job.status = JobStatus.STOPPED
         job.finished_at = timezone.now()
-        job_event(job, "stopped", reason)
+        job_event(job, EventKind.STOPPED, reason)
     job.save()
-    _request_termination(pods, "stopped")
-    signal_pods_on_commit(pods, grace_s=grace_seconds(job), outcome="stopped")
+    _request_termination(pods, PodOutcome.STOPPED)
+    signal_pods_on_commit(pods, grace_s=grace_seconds(job), outcome=PodOutcome.STOPPED)
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
     wake_scheduler_on_commit()
 
 
 def job_fail_attempt(*, job: Job, reason: str) -> None:
     """A pod failed, its node was lost or the job hung: stop the rest, then restart or fail."""
-    if job.stop_outcome == "failed" or job.status not in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
+    if job.stop_outcome == PodOutcome.FAILED or job.status not in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
         return
-    job.stop_outcome = "failed"
+    job.stop_outcome = PodOutcome.FAILED
     job.waiting_reason = reason
     job.save(update_fields=["stop_outcome", "waiting_reason", "updated_at"])
-    job_event(job, "attempt-failed", reason)
+    job_event(job, EventKind.ATTEMPT_FAILED, reason)
     pods = _live_pods(job)
-    _request_termination(pods, "stopped")
-    signal_pods_on_commit(pods, grace_s=grace_seconds(job), outcome="stopped")
+    _request_termination(pods, PodOutcome.STOPPED)
+    signal_pods_on_commit(pods, grace_s=grace_seconds(job), outcome=PodOutcome.STOPPED)
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
     _settle(job)
 
@@ -131,33 +129,33 @@ def _settle(job: Job) -> None:
     if job.status == JobStatus.STOPPING:
         job.status = JobStatus.STOPPED
         job.finished_at = now
-        job_event(job, "stopped", job.waiting_reason or "stopped")
-    elif job.status == JobStatus.PREEMPTED or job.stop_outcome == "failed":
-        cause = "preempted" if job.status == JobStatus.PREEMPTED else "failed"
+        job_event(job, EventKind.STOPPED, job.waiting_reason or "stopped")
+    elif job.status == JobStatus.PREEMPTED or job.stop_outcome == PodOutcome.FAILED:
+        cause = PodOutcome.PREEMPTED if job.status == JobStatus.PREEMPTED else PodOutcome.FAILED
         if can_restart(job):
             delay = restart_backoff(job)
             job.status = JobStatus.RESTARTING
             job.restart_after = now + delay
             job_event(
                 job,
-                "restarting",
+                EventKind.RESTARTING,
                 f"{cause}: restarting in {delay.total_seconds():.0f} s "
                 f"(restart {job.restart_count + 1} of {job.max_restarts})",
             )
-        elif cause == "preempted":
+        elif cause == PodOutcome.PREEMPTED:
             job.finished_at = now
             why = "fault tolerance is off" if not job.fault_tolerance else f"all {job.max_restarts} restarts used"
-            job_event(job, "not-restarted", f"stays Preempted: {why}")
+            job_event(job, EventKind.NOT_RESTARTED, f"stays Preempted: {why}")
         else:
             job.status = JobStatus.FAILED
             job.finished_at = now
             why = "fault tolerance is off" if not job.fault_tolerance else f"all {job.max_restarts} restarts used"
-            job_event(job, "failed", f"{job.waiting_reason}; not restarted: {why}")
+            job_event(job, EventKind.FAILED, f"{job.waiting_reason}; not restarted: {why}")
     elif job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
         unfinished = job.pods.filter(attempt=job.attempt).exclude(status=PodStatus.SUCCEEDED).count()
         if unfinished:
             # Pods ended without finishing and nobody asked the job to stop: a failed attempt.
-            job.stop_outcome = "failed"
+            job.stop_outcome = PodOutcome.FAILED
             job.waiting_reason = f"{unfinished} pod(s) ended without finishing"
             job.save(update_fields=["stop_outcome", "waiting_reason", "updated_at"])
             _settle(job)
@@ -165,7 +163,7 @@ def _settle(job: Job) -> None:
         job.status = JobStatus.SUCCEEDED
         job.finished_at = now
         job.waiting_reason = ""
-        job_event(job, "succeeded", "all pods exited with code 0")
+        job_event(job, EventKind.SUCCEEDED, "all pods exited with code 0")
     job.save()
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
     publish_cluster_change_on_commit()  # its GPUs are free again
@@ -201,7 +199,7 @@ def pod_running(*, pod_id: int, attempt: int, pid: int | None = None) -> bool:
         job.status = JobStatus.RUNNING
         job.save(update_fields=["status", "updated_at"])
         resumed = job.progress.get("resumed_from_step") if job.restart_count else None
-        job_event(job, "running", "all pods running" + (f"; resuming from step {resumed}" if resumed else ""))
+        job_event(job, EventKind.RUNNING, "all pods running" + (f"; resuming from step {resumed}" if resumed else ""))
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
     return True
 
@@ -212,7 +210,7 @@ def pod_exited(*, pod_id: int, attempt: int, exit_code: int | None, outcome: str
     job, pod = _lock_job_then_pod(pod_id)
     if pod is None or pod.attempt != attempt or pod.status not in LIVE_POD_STATUSES:
         return False
-    if pod.terminate_requested and outcome in ("failed", "succeeded"):
+    if pod.terminate_requested and outcome in (PodOutcome.FAILED, PodOutcome.SUCCEEDED):
         # Exited on our SIGTERM: record what we asked for, keep the exit code.
         outcome = pod.terminate_requested
     pod.status = OUTCOME_TO_POD_STATUS[outcome]
@@ -221,7 +219,7 @@ def pod_exited(*, pod_id: int, attempt: int, exit_code: int | None, outcome: str
     pod.finished_at = timezone.now()
     pod.save(update_fields=["status", "exit_code", "reason", "finished_at"])
     label = f"{pod.role}-{pod.index}"
-    if outcome == "failed":
+    if outcome == PodOutcome.FAILED:
         job_event(job, "pod-failed", f"pod {label} failed: {pod.reason}")
         job_fail_attempt(job=job, reason=f"pod {label} failed: {pod.reason}")
     _settle(job)
@@ -239,7 +237,7 @@ def job_progress(*, job_id: int, attempt: int, progress: dict) -> None:
     job.save(update_fields=["progress", "updated_at"])
     resumed = progress.get("resumed_from_step")
     if first_report and resumed:
-        job_event(job, "resumed", f"resumed from step {resumed:,}")
+        job_event(job, EventKind.RESUMED, f"resumed from step {resumed:,}")
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
 
 
@@ -303,7 +301,7 @@ def restarts_due(*, now: datetime) -> int:
         job.stop_outcome = ""
         job.restart_after = None
         job.save()
-        job_event(job, "queued", f"queuing again (restart {job.restart_count} of {job.max_restarts}); queue time kept")
+        job_event(job, EventKind.QUEUED, f"queuing again (restart {job.restart_count} of {job.max_restarts}); queue time kept")
         publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
         count += 1
     return count

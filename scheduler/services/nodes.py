@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from scheduler.models import Node, ResourceType
 from scheduler.publish import publish_cluster_change_on_commit
+from scheduler.services.lifecycle import jobs_restart_for_node
 from scheduler.services.quotas import gpu_model_pools
 
 
@@ -101,8 +102,6 @@ def node_set_schedulable(*, node: Node, schedulable: bool) -> Node:
 @transaction.atomic
 def node_drain(*, node: Node) -> Node:
     """Cordon the node and restart its jobs elsewhere (their pods get SIGTERM and a grace period)."""
-    from scheduler.services.lifecycle import jobs_restart_for_node
-
     node = Node.objects.select_for_update().get(pk=node.pk)
     node.schedulable = False
     node.draining = True

@@ -9,6 +9,9 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from scheduler.engine.quota import TreeViolation, tree_violations
+from scheduler.engine.types import CPU, GPU_PREFIX, MEMORY
+from scheduler.engine_rows import engine_nodes_of_pool, engine_quota
 from scheduler.models import Node, ResourceQuota, ResourceType, Workspace
 from scheduler.publish import publish_cluster_change_on_commit
 
@@ -68,21 +71,11 @@ def check_gpu_models_in_pool(models: Iterable[str], resource_type: str, field: s
             )
 
 
-def _resource_label(key: str) -> str:
-    return {"cpu": "CPU cores", "memory_gib": "memory GiB"}.get(key, f"{key} GPUs")
-
-
-def _as_vector(gpus: Mapping[str, int] | None, cpu: Decimal | None, memory: Decimal | None) -> dict[str, Decimal]:
-    vector: dict[str, Decimal] = {model: Decimal(count) for model, count in (gpus or {}).items()}
-    if cpu is not None:
-        vector["cpu"] = cpu
-    if memory is not None:
-        vector["memory_gib"] = memory
-    return vector
-
-
 def _check_tree(quota: ResourceQuota) -> None:
-    """Children's min add up to no more than the parent's; min ≤ max; one resource type per tree."""
+    """One resource type per tree and no cycle (said here in the form's words), then the engine's own
+    tree rules (scheduler/engine/quota.py: children's min within the parent's — a root stating no
+    min is guaranteed its pool's capacity — and min ≤ max), so the services and the scheduler can
+    never disagree about which trees are valid."""
     if quota.parent_id is not None:
         parent = quota.parent
         if parent.resource_type != quota.resource_type:
@@ -98,45 +91,52 @@ def _check_tree(quota: ResourceQuota) -> None:
             if quota.pk is not None and ancestor.pk == quota.pk:
                 raise ValidationError({"parent": f"{parent.name} is inside {quota.name}'s subtree: no cycles."})
             ancestor = ancestor.parent
-        siblings = ResourceQuota.objects.filter(parent_id=quota.parent_id).exclude(pk=quota.pk)
-        _check_children_within(parent, [*siblings, quota], changed=quota)
+    if quota.pk is not None and quota.children.exclude(resource_type=quota.resource_type).exists():
+        raise ValidationError({"resource_type": f"Quota {quota.name} has children of another resource type."})
+    for violation in _engine_violations(quota):
+        raise ValidationError(_as_field_error(violation, quota))
+
+
+def _engine_violations(quota: ResourceQuota) -> list[TreeViolation]:
+    """The engine's verdict on the pool's tree with `quota` as it would be saved: only the rules this
+    change can break (the quota's own min/max, its parent's children, its own children)."""
+    others = list(ResourceQuota.objects.filter(resource_type=quota.resource_type).exclude(pk=quota.pk))
+    names = {row.pk: row.name for row in others}
     if quota.pk is not None:
-        children = list(quota.children.all())
-        if children:
-            _check_children_within(quota, children, changed=None)
-            if any(child.resource_type != quota.resource_type for child in children):
-                raise ValidationError(
-                    {"resource_type": f"Quota {quota.name} has children of another resource type."}
-                )
-    minimum = _as_vector(quota.min_gpus, quota.min_cpu, quota.min_memory_gib)
-    maximum = _as_vector(quota.max_gpus, quota.max_cpu, quota.max_memory_gib) if quota.has_max else {}
-    for key, cap in maximum.items():
-        if minimum.get(key, Decimal(0)) > cap:
-            field = {"cpu": "max_cpu", "memory_gib": "max_memory_gib"}.get(key, "max_gpus")
-            raise ValidationError(
-                {field: f"Quota {quota.name}: min {minimum[key]} {_resource_label(key)} is above its max {cap}."}
-            )
+        names[quota.pk] = quota.name
+    tree = [engine_quota(row, names) for row in [*others, quota]]
+    parent_name = names.get(quota.parent_id) if quota.parent_id else None
+    return [
+        v for v in tree_violations(tree, engine_nodes_of_pool(quota.resource_type))
+        if (v.rule == "min_over_max" and v.quota == quota.name)
+        or (v.rule == "children_over_parent" and v.other in (quota.name, parent_name))
+    ]
 
 
-def _check_children_within(
-    parent: ResourceQuota, children: list[ResourceQuota], *, changed: ResourceQuota | None
-) -> None:
-    limit = _as_vector(parent.min_gpus, parent.min_cpu, parent.min_memory_gib)
-    total: dict[str, Decimal] = {}
-    for child in children:
-        for key, amount in _as_vector(child.min_gpus, child.min_cpu, child.min_memory_gib).items():
-            total[key] = total.get(key, Decimal(0)) + amount
-    for key, amount in sorted(total.items()):
-        cap = limit.get(key, Decimal(0))
-        if amount > cap:
-            field_name = {"cpu": "min_cpu", "memory_gib": "min_memory_gib"}.get(key, "min_gpus")
-            subject = f"children of {parent.name}" if changed is None else f"{parent.name}'s children"
-            raise ValidationError(
-                {
-                    field_name: f"The min of {subject} would add up to {amount} {_resource_label(key)}, "
-                    f"above {parent.name}'s min of {cap}."
-                }
-            )
+_MIN_FIELDS = {CPU: "min_cpu", MEMORY: "min_memory_gib"}
+_MAX_FIELDS = {CPU: "max_cpu", MEMORY: "max_memory_gib"}
+
+
+def _amount(key: str, amount: int) -> str:
+    """An engine amount in the form's units: GPUs, CPU cores, GiB."""
+    if key == CPU:
+        return format((Decimal(amount) / 1000).normalize(), "f")
+    if key == MEMORY:
+        return format((Decimal(amount) / 1024).normalize(), "f")
+    return str(amount)
+
+
+def _label(key: str) -> str:
+    return {CPU: "CPU cores", MEMORY: "memory GiB"}.get(key, f"{key.removeprefix(GPU_PREFIX)} GPUs")
+
+
+def _as_field_error(v: TreeViolation, quota: ResourceQuota) -> dict[str, str]:
+    if v.rule == "min_over_max":
+        return {_MAX_FIELDS.get(v.key, "max_gpus"): f"Quota {quota.name}: min {_amount(v.key, v.amount)} "
+                f"{_label(v.key)} is above its max {_amount(v.key, v.limit)}."}
+    subject = f"children of {v.other}" if v.other == quota.name else f"{v.other}'s children"
+    return {_MIN_FIELDS.get(v.key, "min_gpus"): f"The min of {subject} would add up to {_amount(v.key, v.amount)} "
+            f"{_label(v.key)}, above {v.other}'s min of {_amount(v.key, v.limit)}."}
 
 
 def _apply(quota: ResourceQuota, fields: Mapping[str, Any]) -> None:

@@ -10,8 +10,9 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from scheduler.executors.specs import pod_log_path
-from scheduler.models import Job, JobStatus, Node, ResourceQuota
+from scheduler.models import Job, Node, ResourceQuota
+from scheduler.node.specs import pod_log_path
+from scheduler.states import JobStatus
 from tests.factories import JobFactory, World, make_running
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.runtime.progress import read_progress
+from scheduler.node.runtime.progress import read_progress
 from tidepool_ckpt import Checkpointer
 
 STATE = {"weights": [0.1, -2.5e-300, 1 / 3], "step_size": 0.01, "name": "linear"}

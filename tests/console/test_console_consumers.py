@@ -18,9 +18,10 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from config.asgi import application
-from scheduler.models import Job, JobStatus
+from scheduler.models import Job
 from scheduler.publish import jobs_group, publish_jobs_changed, register_server_loop
 from scheduler.services.jobs import job_stop
+from scheduler.states import JobStatus
 from tests.factories import JobFactory, World, build_world
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,7 +15,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console.tables import JobListQuery, build_page, page_ids, render_rows
-from scheduler.models import IdleMode, Job, JobRole, JobStatus, Pod, PodStatus
+from scheduler.models import IdleMode, Job, JobRole, Pod
+from scheduler.states import JobStatus, PodStatus
 from tests.factories import World
 
 pytestmark = pytest.mark.django_db

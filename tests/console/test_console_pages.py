@@ -9,7 +9,8 @@ from django.test import Client
 from django.urls import reverse
 
 from console.assets import plotly_version
-from scheduler.models import IdleMode, JobStatus
+from scheduler.models import IdleMode
+from scheduler.states import JobStatus
 from tests.factories import JobFactory, World, make_running
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.runtime.process import PodExit, PodSpec, PodSupervisor, TerminateResult
-from scheduler.runtime.progress import read_progress
+from scheduler.node.runtime.process import PodExit, PodSpec, PodSupervisor, TerminateResult
+from scheduler.node.runtime.progress import read_progress
 from tidepool_ckpt import Checkpointer
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "train_linear.py"

@@ -11,10 +11,11 @@ from django.contrib.auth import get_user_model
 
 from scheduler.executors import set_executor
 from scheduler.executors.celery import CeleryExecutor
-from scheduler.loop import schedule_once
-from scheduler.models import JobStatus, Node, Pod, PodStatus, Workspace
+from scheduler.loop.cycle import schedule_once
+from scheduler.models import Node, Pod, Workspace
 from scheduler.services.jobs import job_submit
 from scheduler.services.quotas import quota_create
+from scheduler.states import JobStatus, PodStatus
 from tests.executors.node_workers import kill_group, node_worker_env, start_worker, stop_workers
 from tests.waiting import wait_for
 

@@ -17,12 +17,15 @@ from django.test import Client
 from scheduler.executors import logs as pod_logs
 from scheduler.executors import set_executor
 from scheduler.executors.celery import CeleryExecutor
-from scheduler.executors.logs import NODE_MAX_BYTES, LogUnavailable, ask_node, read_pod_log, serve_pod_log
-from scheduler.executors.specs import pod_log_path
-from scheduler.loop import schedule_once
-from scheduler.models import JobStatus, Node, Pod, PodStatus, Workspace
+from scheduler.executors.logs import LogUnavailable, ask_node, read_pod_log
+from scheduler.loop.cycle import schedule_once
+from scheduler.models import Node, Pod, Workspace
+from scheduler.node.logs import serve_pod_log
+from scheduler.node.runtime.logs import NODE_MAX_BYTES
+from scheduler.node.specs import pod_log_path
 from scheduler.services.jobs import job_submit
 from scheduler.services.quotas import quota_create
+from scheduler.states import JobStatus, PodStatus
 from tests.executors.node_workers import node_worker_env, start_worker, stop_workers
 from tests.factories import JobFactory, NodeFactory, make_running
 from tests.waiting import wait_for

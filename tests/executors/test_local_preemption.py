@@ -13,12 +13,13 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from scheduler.executors import set_executor
-from scheduler.executors.local import LocalExecutor
-from scheduler.loop import schedule_once
-from scheduler.models import Job, JobStatus, Pod, PodStatus, Workspace
+from scheduler.loop.cycle import schedule_once
+from scheduler.models import Job, Pod, Workspace
+from scheduler.node.local import LocalExecutor
 from scheduler.services.jobs import job_submit
 from scheduler.services.nodes import node_register
 from scheduler.services.quotas import quota_create
+from scheduler.states import JobStatus, PodStatus
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

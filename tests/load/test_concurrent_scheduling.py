@@ -30,23 +30,13 @@ from django.db import DatabaseError, OperationalError, connection, transaction
 from django.db.backends.signals import connection_created
 from psycopg.errors import DeadlockDetected
 
-from scheduler.loop import schedule_once
-from scheduler.models import (
-    IdleMode,
-    Job,
-    JobEvent,
-    JobRole,
-    JobStatus,
-    Node,
-    Pod,
-    PodStatus,
-    ResourceQuota,
-    Workspace,
-)
+from scheduler.loop.cycle import schedule_once
+from scheduler.models import IdleMode, Job, JobEvent, JobRole, Node, Pod, ResourceQuota, Workspace
 from scheduler.services.jobs import job_stop, job_submit
 from scheduler.services.lifecycle import pod_exited, pod_running
 from scheduler.services.nodes import node_register
 from scheduler.services.quotas import quota_create
+from scheduler.states import JobStatus, PodStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.timeout(120)]
 

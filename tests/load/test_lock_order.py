@@ -21,14 +21,16 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-import scheduler.loop
+import scheduler.services.jobs as job_services
 import scheduler.services.lifecycle as lifecycle
-from scheduler.loop import schedule_once
-from scheduler.models import Job, JobStatus, Pod, PodStatus, Workspace
+import scheduler.services.scheduling
+from scheduler.loop.cycle import schedule_once
+from scheduler.models import Job, Pod, Workspace
 from scheduler.services.jobs import job_stop, job_submit
 from scheduler.services.lifecycle import pod_exited, pod_running
 from scheduler.services.nodes import node_register
 from scheduler.services.quotas import quota_create
+from scheduler.states import JobStatus, PodStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.timeout(60)]
 
@@ -106,13 +108,13 @@ def test_reclaim_and_the_victims_exit_report_do_not_deadlock(team, recording_exe
     owner = submit(team, "owner-job")
 
     meeting = Meeting()
-    preempt = scheduler.loop.job_preempt
+    preempt = scheduler.services.scheduling.job_preempt
 
     def paused_preempt(**kwargs):
         meeting.pause()  # the cycle holds every active job's lock here
         preempt(**kwargs)
 
-    monkeypatch.setattr(scheduler.loop, "job_preempt", paused_preempt)
+    monkeypatch.setattr(scheduler.services.scheduling, "job_preempt", paused_preempt)
     meeting.meet(schedule_once, lambda: pod_exited(pod_id=pod.pk, attempt=pod.attempt, exit_code=0,
                                                    outcome="succeeded"))
     pod.refresh_from_db()
@@ -157,13 +159,13 @@ def test_user_stop_and_the_pods_exit_report_do_not_deadlock(team, recording_exec
     assert pod_running(pod_id=pod.pk, attempt=pod.attempt)
 
     meeting = Meeting()
-    terminate = lifecycle.job_terminate
+    terminate = job_services.job_terminate
 
     def paused_terminate(**kwargs):
         meeting.pause()  # job_stop holds the job's lock here
         terminate(**kwargs)
 
-    monkeypatch.setattr(lifecycle, "job_terminate", paused_terminate)
+    monkeypatch.setattr(job_services, "job_terminate", paused_terminate)
     meeting.meet(lambda: job_stop(job=job, user=None),
                  lambda: pod_exited(pod_id=pod.pk, attempt=pod.attempt, exit_code=0, outcome="succeeded"))
     job.refresh_from_db()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.runtime.process import PodExit, PodSpec, PodSupervisor
+from scheduler.node.runtime.process import PodExit, PodSpec, PodSupervisor
 
 TIMEOUT_S = 20.0  # generous: only reached when something is wrong
 

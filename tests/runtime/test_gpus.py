@@ -8,8 +8,8 @@ import types
 
 import pytest
 
-from scheduler.runtime import gpus
-from scheduler.runtime.gpus import GpuInventory, declared_inventory, detect_gpus, normalize_model
+from scheduler.node.runtime import gpus
+from scheduler.node.runtime.gpus import GpuInventory, declared_inventory, detect_gpus, normalize_model
 
 
 @pytest.mark.parametrize(

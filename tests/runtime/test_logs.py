@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.runtime import logs
-from scheduler.runtime.logs import read_from, tail
+from scheduler.node.runtime import logs
+from scheduler.node.runtime.logs import read_from, tail
 
 
 def test_tail_of_a_missing_file_is_empty(tmp_path: Path) -> None:

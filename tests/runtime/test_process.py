@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.runtime.process import PodSpec, TerminateResult, pod_environment
+from scheduler.node.runtime.process import PodSpec, TerminateResult, pod_environment
 
 # Waits for SIGTERM, then takes a moment to "save" before exiting 0, like a training script.
 GRACEFUL = """

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.runtime.progress import Progress, read_progress
+from scheduler.node.runtime.progress import Progress, read_progress
 
 FULL = {
     "step": 1250,

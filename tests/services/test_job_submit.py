@@ -6,10 +6,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 
-from scheduler.models import Job, JobEvent, JobRole, JobStatus, Workspace
+from scheduler.models import Job, JobEvent, JobRole, Workspace
 from scheduler.services.jobs import job_submit
 from scheduler.services.nodes import node_register
 from scheduler.services.quotas import quota_create
+from scheduler.states import JobStatus
 
 pytestmark = pytest.mark.django_db
 

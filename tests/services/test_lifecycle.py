@@ -8,12 +8,13 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from scheduler.loop import schedule_once
-from scheduler.models import Job, JobStatus, Node, Pod, PodStatus, Workspace
+from scheduler.loop.cycle import schedule_once
+from scheduler.models import Job, Node, Pod, Workspace
 from scheduler.services.jobs import job_stop, job_submit
 from scheduler.services.lifecycle import pod_exited, pod_running
 from scheduler.services.nodes import node_register
 from scheduler.services.quotas import quota_create
+from scheduler.states import JobStatus, PodStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -125,3 +125,27 @@ def test_workspaces_are_associated(tree):
     space = Workspace.objects.create(name="vision")
     quota_update(quota=team_a, workspaces=[space])
     assert list(space.quotas.all()) == [team_a]
+
+
+def test_root_without_min_is_guaranteed_its_pool_in_services_and_engine():
+    """One home for the tree rules: a root that states no min is guaranteed its pool's capacity, so a
+    child may take up to the pool; the services and the engine give the same verdict on the same trees."""
+    from scheduler.engine.quota import tree_problems
+    from scheduler.engine_rows import engine_nodes_of_pool, engine_quota
+
+    node_register(name="gpu-1", gpu_type="A100", gpu_count=8, cpu=96, memory_gib=768)
+    node_register(name="gpu-2", gpu_type="A100", gpu_count=8, cpu=96, memory_gib=768)
+    root = quota_create(name="root")  # no min: the pool's 16 A100, 192 cores, 1536 GiB
+    quota_create(name="team-a", parent=root, min_gpus={"A100": 16}, min_cpu=192, min_memory_gib=1536)
+
+    def engine_verdict() -> list[tuple[str, str, str]]:
+        rows = list(ResourceQuota.objects.all())
+        names = {row.pk: row.name for row in rows}
+        return tree_problems([engine_quota(row, names) for row in rows], engine_nodes_of_pool("general"))
+
+    assert engine_verdict() == []
+    # One GPU more than the pool: both refuse.
+    refused(lambda: quota_create(name="team-b", parent=root, min_gpus={"A100": 1}), "min_gpus",
+            "17", "above root's min of 16")
+    ResourceQuota.objects.create(name="team-b", parent=root, min_gpus={"A100": 1})  # bypass the services
+    assert [(name, field) for name, field, _ in engine_verdict()] == [("team-b", "min")]

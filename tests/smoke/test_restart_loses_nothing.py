@@ -26,8 +26,9 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from scheduler.demo import seed_demo
-from scheduler.models import FINAL_JOB_STATUSES, Job, JobStatus, Pod, PodStatus, ResourceQuota, Workspace
+from scheduler.models import Job, Pod, ResourceQuota, Workspace
 from scheduler.services.jobs import job_submit
+from scheduler.states import FINAL_JOB_STATUSES, JobStatus, PodStatus
 from tests.smoke.processes import (
     MARKER_VARIABLE,
     ROOT,

@@ -60,8 +60,9 @@ def full_cycle_on_database(*, pending: int, quotas: int, gpus_per_node: int, see
     hold them all, each team guaranteed what it queues, then time one schedule_once(): snapshot,
     engine, decisions written, commit."""
     from scheduler.executors import set_executor
-    from scheduler.loop import schedule_once
-    from scheduler.models import Job, JobRole, JobStatus, Node, ResourceQuota, Workspace
+    from scheduler.loop.cycle import schedule_once
+    from scheduler.models import Job, JobRole, Node, ResourceQuota, Workspace
+    from scheduler.states import JobStatus
 
     synthetic = build_synthetic_snapshot(nodes=10, gpus_per_node=gpus_per_node, quotas=quotas, pending=pending,
                                          seed=seed, busy=0.0)

@@ -3,7 +3,8 @@ import threading
 
 from django.core.management.base import BaseCommand
 
-from scheduler.loop import run_forever
+from scheduler.loop.cycle import schedule_once
+from scheduler.loop.runner import run_forever
 
 
 class Command(BaseCommand):
@@ -15,8 +16,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, interval=None, once=False, **options):
         if once:
-            from scheduler.loop import schedule_once
-
             result = schedule_once()
             self.stdout.write(
                 f"{result.admitted} admitted, {result.preempted} preempted, {result.nominated} nominated, "

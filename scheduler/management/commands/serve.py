@@ -6,6 +6,11 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from scheduler.executors import get_executor
+from scheduler.loop.runner import run_forever
+from scheduler.node.orphans import release_demo_node_orphans
+from scheduler.services.lifecycle import local_nodes_release
+
 
 class Command(BaseCommand):
     help = "Serve the console; with the embedded scheduler (default for the local executor) also schedule and run pods."
@@ -17,10 +22,7 @@ class Command(BaseCommand):
     def handle(self, *args, addr, port, **options):
         stop = threading.Event()
         if settings.TIDEPOOL_EMBEDDED_SCHEDULER:
-            from scheduler.executors import get_executor
-            from scheduler.loop import mark_pods_lost_on_start, run_forever
-
-            mark_pods_lost_on_start()
+            release_demo_node_orphans()
             get_executor()
             thread = threading.Thread(target=run_forever, args=(stop,), name="tidepool-scheduler", daemon=True)
             thread.start()
@@ -34,9 +36,6 @@ class Command(BaseCommand):
 
     def _release_pods(self) -> None:
         """Pods are children of this process: preempt their jobs (checkpoint on SIGTERM) and wait for them."""
-        from scheduler.executors import get_executor
-        from scheduler.services.lifecycle import local_nodes_release
-
         count = local_nodes_release(reason="the console stopped: its local pods were preempted")
         self.stdout.write(f"stopping: {count} running job(s) preempted, waiting up to the grace period")
         executor = get_executor()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from scheduler.executors import PodRef
-from scheduler.executors.agent import PodAgent
 from scheduler.models import Job, Pod
+from scheduler.node.agent import PodAgent
 
 
 class LocalExecutor:

@@ -7,7 +7,7 @@ database. Modules:
 - `process`: `PodSpec`, `pod_environment`, `PodSupervisor` (start, terminate, exits).
 - `progress`: `read_progress` for the progress file a pod writes.
 - `logs`: `tail` and `read_from` for pod logs.
-- `gpus`: `detect_gpus` (NVML) and `declared_inventory`; `python -m scheduler.runtime.gpus`.
+- `gpus`: `detect_gpus` (NVML) and `declared_inventory`; `python -m scheduler.node.runtime.gpus`.
 
-Nothing is re-exported here, so that `python -m scheduler.runtime.gpus` runs the module once.
+Nothing is re-exported here, so that `python -m scheduler.node.runtime.gpus` runs the module once.
 """

@@ -11,10 +11,12 @@ from dataclasses import asdict
 
 from django.db import close_old_connections
 
-from scheduler.executors.specs import master_address, pod_progress_path, pod_spec
 from scheduler.models import Job, Pod
-from scheduler.runtime.process import PodSupervisor, TerminateResult
-from scheduler.runtime.progress import read_progress
+from scheduler.node.runtime.process import PodSupervisor, TerminateResult
+from scheduler.node.runtime.progress import read_progress
+from scheduler.node.specs import master_address, pod_progress_path, pod_spec
+from scheduler.services.lifecycle import job_progress, pod_exited, pod_running
+from scheduler.states import PodOutcome
 
 log = logging.getLogger("tidepool.agent")
 
@@ -35,13 +37,11 @@ class PodAgent:
 
     def start(self, job: Job, pod: Pod, *, world_size: int, master_addr: str) -> None:
         """Launch one pod and report it Running (or Failed if it cannot start)."""
-        from scheduler.services.lifecycle import pod_exited, pod_running
-
         spec = pod_spec(pod, job, world_size=world_size, master_addr=master_addr)
         try:
             started = self.supervisor.start(spec)
         except (OSError, RuntimeError) as error:
-            pod_exited(pod_id=pod.pk, attempt=pod.attempt, exit_code=None, outcome="failed",
+            pod_exited(pod_id=pod.pk, attempt=pod.attempt, exit_code=None, outcome=PodOutcome.FAILED,
                        reason=f"could not start: {error}")
             return
         if not started:
@@ -59,8 +59,6 @@ class PodAgent:
             self.start(job, pod, world_size=len(pods), master_addr=master)
 
     def terminate(self, pod_id: int, attempt: int, *, grace_s: float, outcome: str) -> None:
-        from scheduler.services.lifecycle import pod_exited
-
         result = self.supervisor.terminate(pod_id, attempt, grace_s, outcome)
         if result == TerminateResult.NOT_STARTED:
             # Never started here (its start is still queued, or went to a dead worker): it is
@@ -69,8 +67,6 @@ class PodAgent:
                        reason=f"{outcome} before it started")
 
     def _exited(self, pod_id: int, attempt: int, exit_code: int, outcome: str) -> None:
-        from scheduler.services.lifecycle import pod_exited
-
         with self._lock:
             tracked = self._progress.pop((pod_id, attempt), None)
         try:
@@ -89,8 +85,6 @@ class PodAgent:
 
     @staticmethod
     def _relay_progress(job_id: int, attempt: int, path: str) -> None:
-        from scheduler.services.lifecycle import job_progress
-
         progress = read_progress(path)
         if progress:
             job_progress(job_id=job_id, attempt=attempt, progress=asdict(progress))
@@ -106,7 +100,7 @@ class PodAgent:
                     log.exception("progress report of job %s failed", job_id)
             close_old_connections()
 
-    def shutdown(self, grace_s: float, outcome: str = "preempted", report_timeout_s: float = 15.0) -> None:
+    def shutdown(self, grace_s: float, outcome: str = PodOutcome.PREEMPTED, report_timeout_s: float = 15.0) -> None:
         """Terminate every pod, wait for them to exit, then for their exits to be written."""
         self._stop.set()
         self.supervisor.shutdown(grace_s, outcome)

@@ -17,7 +17,9 @@ from pathlib import Path
 from django.db.models import Q
 from django.utils import timezone
 
-from scheduler.models import LIVE_POD_STATUSES, Node, Pod
+from scheduler.models import Node, Pod
+from scheduler.services.lifecycle import node_mark_lost
+from scheduler.states import LIVE_POD_STATUSES
 
 log = logging.getLogger("tidepool.orphans")
 
@@ -51,8 +53,6 @@ def kill_orphan(pod: Pod) -> bool:
 def release_orphaned_pods(*, node: Node, reason: str) -> int:
     """At the start of the process that runs `node`'s pods: kill what the previous one left and fail
     its live pods with `reason`. Returns how many pods were failed."""
-    from scheduler.services.lifecycle import node_mark_lost
-
     recent = Q(status__in=LIVE_POD_STATUSES) | Q(finished_at__gte=timezone.now() - RECENT)
     for pod in Pod.objects.filter(recent, node=node, pid__isnull=False):
         kill_orphan(pod)
@@ -61,3 +61,10 @@ def release_orphaned_pods(*, node: Node, reason: str) -> int:
         node_mark_lost(node=node, reason=reason)
         Node.objects.filter(pk=node.pk).update(lost=False)  # the node itself is back
     return live
+
+
+def release_demo_node_orphans() -> None:
+    """The embedded console (re)starts: pods of its demo nodes that a previous console left are
+    killed and failed as 'console process restarted'."""
+    for node in Node.objects.filter(inventory_source=Node.InventorySource.DEMO):
+        release_orphaned_pods(node=node, reason=f"node {node.name} lost: the console process restarted")

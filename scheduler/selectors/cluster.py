@@ -1,4 +1,4 @@
-"""Reads, with the permission rules in one place: pages, the API and websocket consumers all call these."""
+"""Cluster reads: quotas and their use, nodes and their GPUs, allocation history, dashboard figures."""
 
 from __future__ import annotations
 
@@ -7,54 +7,36 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, F, Prefetch, QuerySet
+from django.db.models import Count, QuerySet
 
-from scheduler.models import (
+from scheduler.models import AllocationSample, Job, JobEvent, Node, Pod, ResourceQuota, Workspace
+from scheduler.selectors.access import user_quotas, user_workspaces, visible_jobs
+from scheduler.states import (
     LIVE_POD_STATUSES,
-    AllocationSample,
-    Job,
-    JobEvent,
-    JobRole,
+    PENDING_JOB_STATUSES,
+    STARTED_JOB_STATUSES,
+    EventKind,
     JobStatus,
-    Node,
-    Pod,
-    ResourceQuota,
-    Workspace,
 )
 
 
-def user_workspaces(*, user: AbstractBaseUser) -> QuerySet[Workspace]:
-    if not user.is_authenticated:
-        return Workspace.objects.none()
-    if user.is_staff:
-        return Workspace.objects.all()
-    return Workspace.objects.filter(members=user)
+@dataclass(frozen=True)
+class AllocationRow:
+    """GPU allocation of one quota (its own jobs), or of a whole pool (quota None), at one moment."""
+
+    resource_type: str
+    quota: ResourceQuota | None
+    in_quota_gpus: int
+    not_in_quota_gpus: int
+    total_gpus: int
+
+    @property
+    def quota_id(self) -> int | None:
+        return self.quota.pk if self.quota is not None else None
 
 
-def user_can_use_workspace(*, user: AbstractBaseUser, workspace: Workspace) -> bool:
-    return user_workspaces(user=user).filter(pk=workspace.pk).exists()
-
-
-def visible_jobs(*, user: AbstractBaseUser) -> QuerySet[Job]:
-    """Jobs of the user's workspaces (staff: all)."""
-    if not user.is_authenticated:
-        return Job.objects.none()
-    jobs = Job.objects.select_related("workspace", "quota", "owner")
-    if user.is_staff:
-        return jobs
-    return jobs.filter(workspace__members=user)
-
-
-def job_for_user(*, user: AbstractBaseUser, job_id: int) -> Job | None:
-    return visible_jobs(user=user).filter(pk=job_id).first()
-
-
-def allocation_by_quota(*, now) -> list:
-    """GPU allocation samples at `now`: one per quota (its own jobs) and one per pool (quota=None)."""
-    from collections import defaultdict
-
-    from scheduler.models import LIVE_POD_STATUSES, AllocationSample, Node, Pod
-
+def allocation_by_quota() -> list[AllocationRow]:
+    """GPU allocation now: one row per quota (its own jobs) and one per pool (quota None)."""
     in_quota: dict[int, int] = defaultdict(int)
     not_in_quota: dict[int, int] = defaultdict(int)
     pool_in: dict[str, int] = defaultdict(int)
@@ -74,8 +56,7 @@ def allocation_by_quota(*, now) -> list:
     for pool, count in Node.objects.filter(lost=False).values_list("resource_type", "gpu_count"):
         totals[pool] += count
     samples = [
-        AllocationSample(
-            time=now,
+        AllocationRow(
             resource_type=quota.resource_type,
             quota=quota,
             in_quota_gpus=in_quota[quota.pk],
@@ -85,112 +66,14 @@ def allocation_by_quota(*, now) -> list:
         for quota in ResourceQuota.objects.all()
     ]
     samples += [
-        AllocationSample(
-            time=now, resource_type=pool, quota=None,
+        AllocationRow(
+            resource_type=pool, quota=None,
             in_quota_gpus=pool_in[pool], not_in_quota_gpus=pool_out[pool], total_gpus=total,
         )
         for pool, total in totals.items()
     ]
     return samples
 
-
-# ---------------------------------------------------------------------------------------------
-# Console and API reads. Every function that returns jobs goes through `visible_jobs`, so the
-# pages, the REST API and the websocket consumers share one permission rule.
-# ---------------------------------------------------------------------------------------------
-
-PENDING_JOB_STATUSES = ("Creating", "Queuing", "Restarting")
-STATUS_GROUPS: dict[str, tuple[str, ...]] = {
-    "active": ("Creating", "Queuing", "EnvPreparing", "Running", "Stopping", "Preempted", "Restarting"),
-    "pending": PENDING_JOB_STATUSES,
-    "finished": ("Succeeded", "Failed", "Stopped"),
-}
-
-# Sort keys offered by the job list; each ends with a unique column so pages never overlap.
-JOB_SORTS: dict[str, tuple[str, ...]] = {
-    "-submitted": ("-created_at", "-id"),
-    "submitted": ("created_at", "id"),
-    "name": ("name", "id"),
-    "-name": ("-name", "-id"),
-    "status": ("status", "-id"),
-    "-priority": ("-priority", "queue_time", "id"),
-    "priority": ("priority", "queue_time", "id"),
-    "quota": ("quota__name", "-id"),
-}
-DEFAULT_JOB_SORT = "-submitted"
-
-
-@dataclass(frozen=True)
-class JobFilters:
-    """The job list's filters; empty values filter nothing."""
-    status: str = ""  # a JobStatus value or a key of STATUS_GROUPS
-    quota_id: int | None = None
-    workspace_id: int | None = None
-    idle_mode: str = ""
-    mine: bool = False
-    name: str = ""  # substring of the job name
-
-
-def job_list(
-    *, user: AbstractBaseUser, filters: JobFilters | None = None, sort: str = DEFAULT_JOB_SORT
-) -> QuerySet[Job]:
-    """Visible jobs, filtered and ordered; rows need `with_row_data` before rendering."""
-    jobs = visible_jobs(user=user)
-    f = filters or JobFilters()
-    if f.status in STATUS_GROUPS:
-        jobs = jobs.filter(status__in=STATUS_GROUPS[f.status])
-    elif f.status in JobStatus.values:
-        jobs = jobs.filter(status=f.status)
-    if f.quota_id is not None:
-        jobs = jobs.filter(quota_id=f.quota_id)
-    if f.workspace_id is not None:
-        jobs = jobs.filter(workspace_id=f.workspace_id)
-    if f.idle_mode:
-        jobs = jobs.filter(idle_mode=f.idle_mode)
-    if f.mine and user.is_authenticated:
-        jobs = jobs.filter(owner_id=user.pk)
-    if f.name:
-        jobs = jobs.filter(name__icontains=f.name)
-    return jobs.order_by(*JOB_SORTS.get(sort, JOB_SORTS[DEFAULT_JOB_SORT]))
-
-
-def with_row_data(jobs: QuerySet[Job]) -> QuerySet[Job]:
-    """Everything a job row shows, in a fixed number of queries whatever the page size.
-
-    `job.current_pods`: the pods of the job's latest attempt, with their nodes.
-    """
-    return jobs.select_related("workspace", "quota", "owner").prefetch_related(
-        Prefetch("roles", queryset=JobRole.objects.order_by("order", "id")),
-        Prefetch(
-            "pods",
-            queryset=Pod.objects.filter(attempt=F("job__attempt")).select_related("node").order_by("rank"),
-            to_attr="current_pods",
-        ),
-    )
-
-
-def job_detail(*, user: AbstractBaseUser, job_id: int) -> Job | None:
-    """One visible job with roles, every attempt's pods (newest first) and the event timeline."""
-    return (
-        visible_jobs(user=user)
-        .prefetch_related(
-            Prefetch("roles", queryset=JobRole.objects.order_by("order", "id")),
-            Prefetch("pods", queryset=Pod.objects.select_related("node").order_by("-attempt", "rank")),
-            Prefetch("events", queryset=JobEvent.objects.order_by("time", "id")),
-        )
-        .filter(pk=job_id)
-        .first()
-    )
-
-
-def user_quotas(*, user: AbstractBaseUser) -> QuerySet[ResourceQuota]:
-    """Quotas the user may submit to: those associated with the user's workspaces (staff: all)."""
-    if not user.is_authenticated:
-        return ResourceQuota.objects.none()
-    quotas = ResourceQuota.objects.all()
-    if not user.is_staff:
-        quotas = quotas.filter(workspaces__members=user).distinct()
-    return quotas.order_by("resource_type", "name")
 
 
 def gpu_models_by_pool() -> dict[str, list[str]]:
@@ -261,7 +144,7 @@ def quota_tree() -> list[QuotaUsage]:
     own_pending: dict[int, int] = defaultdict(int)
     own_running: dict[int, int] = defaultdict(int)
     for quota_id, status, count in (
-        Job.objects.filter(status__in=(*PENDING_JOB_STATUSES, "EnvPreparing", "Running"))
+        Job.objects.filter(status__in=(*PENDING_JOB_STATUSES, *STARTED_JOB_STATUSES))
         .values_list("quota_id", "status")
         .annotate(n=Count("id"))
         .order_by()
@@ -420,7 +303,7 @@ def quota_allocation_series(*, since: datetime) -> dict[int, list[tuple[datetime
 def preemption_times(*, since: datetime) -> list[datetime]:
     """When jobs were preempted (reclaims and drains), cluster-wide: an aggregate, no job is named."""
     return list(
-        JobEvent.objects.filter(kind="preempted", time__gte=since).order_by("time").values_list("time", flat=True)
+        JobEvent.objects.filter(kind=EventKind.PREEMPTED, time__gte=since).order_by("time").values_list("time", flat=True)
     )
 
 
@@ -438,7 +321,7 @@ def queue_waits(*, since: datetime) -> list[tuple[datetime, float]]:
     waits: list[tuple[datetime, float]] = []
     queued_at: dict[int, datetime] = {}
     for job_id, kind, time in events:
-        if kind == "queued":
+        if kind == EventKind.QUEUED:
             queued_at[job_id] = time
         elif job_id in queued_at:
             start = queued_at.pop(job_id)
@@ -451,6 +334,35 @@ def queue_waits(*, since: datetime) -> list[tuple[datetime, float]]:
 def job_status_counts() -> dict[str, int]:
     """Jobs per status, cluster-wide (an aggregate shown on the dashboard)."""
     return dict(Job.objects.values_list("status").annotate(n=Count("id")).order_by())
+
+
+@dataclass(frozen=True)
+class DashboardSummary:
+    running: int  # EnvPreparing or Running
+    pending: int  # Creating, Queuing or Restarting
+    preempted_now: int
+    capacity: int  # GPUs of nodes not lost
+    used_in: int  # GPUs held In Quota
+    used_out: int  # GPUs held Not in Quota
+    free: int
+
+
+def dashboard_summary(*, user: AbstractBaseUser) -> DashboardSummary:
+    """The dashboard's headline figures: jobs by state group and GPUs by use."""
+    counts = job_status_counts()
+    nodes = node_grid(user=user)
+    capacity = sum(grid.node.gpu_count for grid in nodes if not grid.node.lost)
+    used_in = sum(1 for grid in nodes for cell in grid.gpus if cell.used and cell.in_quota)
+    used_out = sum(1 for grid in nodes for cell in grid.gpus if cell.used and not cell.in_quota)
+    return DashboardSummary(
+        running=sum(counts.get(status, 0) for status in STARTED_JOB_STATUSES),
+        pending=sum(counts.get(status, 0) for status in PENDING_JOB_STATUSES),
+        preempted_now=counts.get(JobStatus.PREEMPTED, 0),
+        capacity=capacity,
+        used_in=used_in,
+        used_out=used_out,
+        free=max(0, capacity - used_in - used_out),
+    )
 
 
 def workspaces_overview() -> QuerySet[Workspace]:

@@ -34,13 +34,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from scheduler.states import PodOutcome
+
 log = logging.getLogger(__name__)
 
-# Pod outcomes; the caller maps them onto pod states (Succeeded, Failed, Preempted, Stopped).
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-PREEMPTED = "preempted"
-STOPPED = "stopped"
+# Pod outcomes (scheduler/states.py); the caller maps them onto pod states.
+SUCCEEDED = PodOutcome.SUCCEEDED
+FAILED = PodOutcome.FAILED
+PREEMPTED = PodOutcome.PREEMPTED
+STOPPED = PodOutcome.STOPPED
 TERMINATION_OUTCOMES = (PREEMPTED, STOPPED)
 
 # How often the watcher looks for processes left in a pod's group after its leader exited.

@@ -7,21 +7,10 @@ from pathlib import Path
 from django.conf import settings
 
 from scheduler.models import Job, Pod
-from scheduler.runtime.process import PodSpec
+from scheduler.node.runtime.process import PodSpec
+from scheduler.paths import pod_log_path, pod_progress_path
 
 MASTER_PORT_BASE = 29500
-
-
-def pod_dir(job_id: int, attempt: int) -> Path:
-    return Path(settings.TIDEPOOL_DATA_DIR) / "pods" / f"job-{job_id}" / f"attempt-{attempt}"
-
-
-def pod_log_path(pod: Pod) -> Path:
-    return pod_dir(pod.job_id, pod.attempt) / f"{pod.role}-{pod.index}.log"
-
-
-def pod_progress_path(pod: Pod) -> Path:
-    return pod_dir(pod.job_id, pod.attempt) / f"progress-{pod.rank}.json"
 
 
 def pod_spec(pod: Pod, job: Job, *, world_size: int, master_addr: str) -> PodSpec:

@@ -4,7 +4,7 @@
 None where NVML is unusable (no driver, no GPUs, pynvml missing), in which case the worker
 falls back to `declared_inventory(...)` from its settings.
 
-`python -m scheduler.runtime.gpus` prints the detected inventory as JSON (exit status 1, and
+`python -m scheduler.node.runtime.gpus` prints the detected inventory as JSON (exit status 1, and
 the reason on stderr, when there is none).
 
 GPU indices are NVML's, which follow PCI bus order; pods get CUDA_DEVICE_ORDER=PCI_BUS_ID

@@ -13,7 +13,6 @@ them through the `tidepool_read_pod_log` control command (scheduler/executors/lo
 from __future__ import annotations
 
 import logging
-import os
 import threading
 
 from celery.signals import worker_ready, worker_shutting_down
@@ -21,38 +20,43 @@ from celery.worker.control import control_command
 from django.conf import settings
 from django.db import close_old_connections
 
+from scheduler.executors.celery import READ_LOG_COMMAND, TERMINATE_COMMAND
+from scheduler.models import Node, Pod
+from scheduler.node.agent import PodAgent
+from scheduler.node.logs import serve_pod_log
+from scheduler.node.orphans import release_orphaned_pods
+from scheduler.node.runtime.gpus import declared_inventory, detect_gpus, host_cpu, host_memory_gib
+from scheduler.node.specs import master_address
+from scheduler.services.nodes import node_drain, node_heartbeat, node_register
+from scheduler.states import LIVE_POD_STATUSES
+
 log = logging.getLogger("tidepool.worker")
 
 
 class NodeWorker:
     def __init__(self, node_name: str) -> None:
-        from scheduler.executors.agent import PodAgent
-
         self.node_name = node_name
         self.agent = PodAgent()
         self._stop = threading.Event()
         self._heartbeat = threading.Thread(target=self._beat, name="tidepool-heartbeat", daemon=True)
 
     def register(self) -> None:
-        from scheduler.runtime.gpus import declared_inventory, detect_gpus, host_cpu, host_memory_gib
-        from scheduler.services.nodes import node_register
-
-        inventory = None if os.environ.get("TIDEPOOL_NODE_GPUS") else detect_gpus()
+        inventory = None if settings.TIDEPOOL_NODE_GPUS is not None else detect_gpus()
         if inventory is None:
             inventory = declared_inventory(
-                os.environ.get("TIDEPOOL_NODE_GPU_TYPE", ""),
-                int(os.environ.get("TIDEPOOL_NODE_GPUS", "0")),
-                int(os.environ.get("TIDEPOOL_NODE_CPU", str(host_cpu()))),
-                int(os.environ.get("TIDEPOOL_NODE_MEMORY_GIB", str(host_memory_gib()))),
+                settings.TIDEPOOL_NODE_GPU_TYPE,
+                settings.TIDEPOOL_NODE_GPUS or 0,
+                settings.TIDEPOOL_NODE_CPU or host_cpu(),
+                settings.TIDEPOOL_NODE_MEMORY_GIB or host_memory_gib(),
             )
         node_register(
             name=self.node_name,
-            resource_type=os.environ.get("TIDEPOOL_NODE_RESOURCE_TYPE", "general"),
+            resource_type=settings.TIDEPOOL_NODE_RESOURCE_TYPE,
             gpu_type=inventory.gpu_type or "",
             gpu_count=inventory.gpus,
             cpu=inventory.cpu,
             memory_gib=inventory.memory_gib,
-            address=os.environ.get("TIDEPOOL_NODE_ADDRESS", "127.0.0.1"),
+            address=settings.TIDEPOOL_NODE_ADDRESS,
             inventory_source=inventory.source,
             gpu_memory_mib=inventory.gpu_memory_mib,
             driver_version=inventory.driver_version or "",
@@ -65,9 +69,6 @@ class NodeWorker:
 
     def _release_orphans(self) -> None:
         """Pods a previous worker of this node left running (it was killed): kill them, fail them."""
-        from scheduler.executors.orphans import release_orphaned_pods
-        from scheduler.models import Node
-
         node = Node.objects.get(name=self.node_name)
         failed = release_orphaned_pods(node=node, reason=f"node {self.node_name}'s worker restarted")
         if failed:
@@ -75,8 +76,6 @@ class NodeWorker:
                         failed)
 
     def _beat(self) -> None:
-        from scheduler.services.nodes import node_heartbeat
-
         while not self._stop.wait(settings.TIDEPOOL_HEARTBEAT_SECONDS):
             try:
                 close_old_connections()
@@ -85,8 +84,6 @@ class NodeWorker:
                 log.exception("heartbeat of node %s failed", self.node_name)
 
     def start_pod(self, *, pod_id: int, attempt: int) -> str:
-        from scheduler.models import LIVE_POD_STATUSES, Pod
-
         close_old_connections()
         pod = Pod.objects.select_related("job", "node").filter(pk=pod_id).first()
         if pod is None or pod.attempt != attempt or pod.status not in LIVE_POD_STATUSES or pod.terminate_requested:
@@ -94,15 +91,10 @@ class NodeWorker:
         if pod.node is None or pod.node.name != self.node_name:
             return "wrong node"
         siblings = list(Pod.objects.select_related("node").filter(job_id=pod.job_id, attempt=attempt))
-        rank0 = min(siblings, key=lambda p: p.rank)
-        master = rank0.node.address if rank0.node and rank0.node.address else "127.0.0.1"
-        self.agent.start(pod.job, pod, world_size=len(siblings), master_addr=master)
+        self.agent.start(pod.job, pod, world_size=len(siblings), master_addr=master_address(siblings))
         return "started"
 
     def drain(self) -> None:
-        from scheduler.models import Node
-        from scheduler.services.nodes import node_drain
-
         self._stop.set()
         try:
             close_old_connections()
@@ -135,7 +127,7 @@ def _node_name_from_queues(consumer) -> str | None:
 @worker_ready.connect
 def _on_worker_ready(sender=None, **kwargs) -> None:
     global _worker
-    name = os.environ.get("TIDEPOOL_NODE_NAME") or _node_name_from_queues(sender)
+    name = settings.TIDEPOOL_NODE_NAME or _node_name_from_queues(sender)
     if not name:
         log.warning("no node name (-Q node.<name> or TIDEPOOL_NODE_NAME): this worker runs no pods")
         return
@@ -150,7 +142,7 @@ def _on_worker_shutting_down(sig=None, how=None, exitcode=None, **kwargs) -> Non
 
 
 @control_command(
-    name="tidepool_terminate_pod",
+    name=TERMINATE_COMMAND,
     args=[("node", str), ("pod_id", int), ("attempt", int), ("grace_s", float), ("outcome", str)],
     signature="<node> <pod_id> <attempt> <grace_s> <outcome>",
 )
@@ -169,7 +161,7 @@ def tidepool_terminate_pod(state, node: str, pod_id: int, attempt: int, grace_s:
 
 
 @control_command(
-    name="tidepool_read_pod_log",
+    name=READ_LOG_COMMAND,
     args=[("node", str), ("pod_id", int), ("attempt", int), ("offset", int), ("max_bytes", int)],
     signature="<node> <pod_id> <attempt> <offset> <max_bytes>",
 )
@@ -177,12 +169,10 @@ def tidepool_read_pod_log(state, node: str, pod_id: int, attempt: int, offset: i
     """Part of a pod's log, for the console and the API (the file is on this node).
 
     Broadcast to every worker; only the pod's node answers with text, and only for a pod the
-    database records on it (scheduler/executors/logs.py: serve_pod_log), at most 64 KiB a time.
+    database records on it (scheduler/node/logs.py: serve_pod_log), at most 64 KiB a time.
     """
     if _worker is None or _worker.node_name != node:
         return {"skipped": "not this node"}
-    from scheduler.executors.logs import serve_pod_log
-
     try:
         close_old_connections()
         return serve_pod_log(node, pod_id, attempt, offset, max_bytes)

@@ -8,8 +8,10 @@ gigabytes costs no more than a small one.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 _BLOCK = 64 * 1024
+NODE_MAX_BYTES = 64 * 1024  # the most a node sends per control-channel answer
 
 
 def tail(path: str, lines: int = 200) -> list[str]:
@@ -85,3 +87,30 @@ def _complete_utf8_end(data: bytes) -> int:
                 needed = 1
             return len(data) - back if back < needed else len(data)
     return len(data)  # only continuation bytes: invalid anyway, let the decoder replace them
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    text: str
+    start: int  # byte offset the text begins at (0 after a truncated log was read from the start)
+    offset: int  # byte offset it ends at: pass it back to read what follows
+    size: int  # the log's size when it was read (0 if it does not exist yet)
+    exists: bool = True
+
+
+def read_chunk(path: str, offset: int, max_bytes: int) -> LogChunk:
+    """Up to `max_bytes` bytes of the file at `path` from `offset` (see the module's docstring)."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:  # not created yet: nothing to show, keep the offset
+        return LogChunk(text="", start=max(0, offset), offset=max(0, offset), size=0, exists=False)
+    if offset < 0:
+        start = max(0, size + offset)
+    elif offset > size:
+        start = 0
+    else:
+        start = offset
+    text, end = read_from(path, start, max(0, max_bytes))
+    if end < start:  # truncated between the size and the read: read_from started over
+        start = 0
+    return LogChunk(text=text, start=start, offset=end, size=max(size, end))

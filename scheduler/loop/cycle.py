@@ -1,0 +1,63 @@
+"""One scheduling cycle: housekeeping, snapshot from locked rows → engine → decisions applied.
+
+Housekeeping runs first (restarts whose backoff passed, lost nodes, maximum running time, hung
+jobs), then one engine cycle inside one transaction; the decisions are written by the
+`cycle_apply` service, which also starts pods and publishes after commit. Only one loop may run
+against a database (scheduler/loop/leader.py).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Prefetch
+from django.utils import timezone
+
+from scheduler.engine.cycle import run_cycle
+from scheduler.engine.types import Decisions
+from scheduler.loop.housekeeping import housekeeping
+from scheduler.loop.snapshot import build_snapshot
+from scheduler.models import Job, JobRole
+from scheduler.services.scheduling import allocation_record, cycle_apply
+from scheduler.states import SCHEDULABLE_JOB_STATUSES
+
+
+@dataclass
+class CycleResult:
+    admitted: int = 0
+    preempted: int = 0
+    nominated: int = 0
+    promoted: int = 0
+    pending: int = 0
+    seconds: float = 0.0
+    decisions: Decisions | None = None
+
+
+def schedule_once(now: datetime | None = None) -> CycleResult:
+    """One full cycle. Safe to call from tests and from the loop."""
+    now = now or timezone.now()
+    started = time.perf_counter()
+    housekeeping(now)
+    with transaction.atomic():
+        jobs = list(
+            Job.objects.select_for_update()
+            .filter(status__in=SCHEDULABLE_JOB_STATUSES)
+            .prefetch_related(Prefetch("roles", queryset=JobRole.objects.order_by("order", "id")))
+            .order_by("pk")
+        )
+        snapshot, index = build_snapshot(jobs, now)
+        decisions = run_cycle(snapshot)
+        cycle_apply(decisions=decisions, index=index, now=now)
+        allocation_record(now=now)
+    return CycleResult(
+        admitted=len(decisions.admitted),
+        preempted=len(decisions.preempted),
+        nominated=len(decisions.nominated),
+        promoted=len(decisions.promoted),
+        pending=len(decisions.pending),
+        seconds=time.perf_counter() - started,
+        decisions=decisions,
+    )

@@ -1,0 +1,40 @@
+"""Housekeeping at the start of each cycle: restarts whose backoff passed, lost nodes, jobs past
+their maximum running time, hung jobs. Every write goes through the lifecycle services."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from scheduler.models import Job, Node
+from scheduler.services.lifecycle import job_fail_attempt, job_terminate, node_mark_lost, restarts_due
+from scheduler.states import JobStatus, PodOutcome
+
+
+def housekeeping(now: datetime) -> None:
+    with transaction.atomic():
+        restarts_due(now=now)
+    cutoff = now - timedelta(seconds=settings.TIDEPOOL_NODE_TIMEOUT)
+    for node in Node.objects.filter(lost=False, last_heartbeat__lt=cutoff).exclude(inventory_source="demo"):
+        node_mark_lost(node=node, reason=f"node {node.name} lost: no heartbeat for {settings.TIDEPOOL_NODE_TIMEOUT:.0f} s")
+    with transaction.atomic():
+        for job in Job.objects.select_for_update().filter(
+            status=JobStatus.RUNNING, max_running_minutes__isnull=False, started_at__isnull=False
+        ):
+            if job.started_at + timedelta(minutes=job.max_running_minutes) <= now:
+                job_terminate(
+                    job=job, outcome=PodOutcome.STOPPED, reason=f"maximum running time of {job.max_running_minutes} min reached"
+                )
+    if settings.TIDEPOOL_HANG_TIMEOUT > 0:
+        with transaction.atomic():
+            hang = timedelta(seconds=settings.TIDEPOOL_HANG_TIMEOUT)
+            for job in Job.objects.select_for_update().filter(status=JobStatus.RUNNING, stop_outcome=""):
+                # Only this attempt's reports count: progress is kept across restarts for display.
+                last = job.progress.get("updated_at") if job.progress.get("attempt") == job.attempt else None
+                last_seen = datetime.fromtimestamp(last, tz=now.tzinfo) if last else job.started_at
+                if last_seen and last_seen + hang <= now:
+                    job_fail_attempt(
+                        job=job, reason=f"no progress reported for {settings.TIDEPOOL_HANG_TIMEOUT:.0f} s: hung"
+                    )

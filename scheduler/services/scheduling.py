@@ -1,0 +1,192 @@
+"""Applying one scheduling cycle's decisions to the database (the loop calls this in its transaction).
+
+Victims are preempted through the lifecycle service; admitted jobs get their pods, nodes and GPU
+indices (batched: a cycle may admit thousands); nominations, promotions, queue positions and
+waiting reasons are written; after commit the executor starts the new pods and the console is
+told which jobs changed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import F
+
+from scheduler.engine.types import Decisions
+from scheduler.engine_rows import SnapshotIndex
+from scheduler.executors import get_executor
+from scheduler.models import AllocationSample, Job, JobEvent, Node, Pod
+from scheduler.publish import publish_cluster_change_on_commit, publish_jobs_changed_on_commit
+from scheduler.selectors import allocation_by_quota
+from scheduler.services.bulk import set_column
+from scheduler.services.events import job_event
+from scheduler.services.lifecycle import job_preempt
+from scheduler.states import LIVE_POD_STATUSES, EventKind, JobStatus
+
+
+def _free_gpu_indices(node_ids: set[int]) -> dict[int, list[int]]:
+    used: dict[int, set[int]] = defaultdict(set)
+    for node_id, indices in Pod.objects.filter(node_id__in=node_ids, status__in=LIVE_POD_STATUSES).values_list(
+        "node_id", "gpu_indices"
+    ):
+        used[node_id].update(indices or [])
+    counts = dict(Node.objects.filter(pk__in=node_ids).values_list("pk", "gpu_count"))
+    return {node_id: [i for i in range(counts[node_id]) if i not in used[node_id]] for node_id in node_ids}
+
+
+def _display(index: SnapshotIndex, key: str) -> str:
+    job = index.jobs.get(key)
+    return job.name if job else key
+
+
+def cycle_apply(*, decisions: Decisions, index: SnapshotIndex, now: datetime) -> list[tuple[Job, list[Pod]]]:
+    """Write one cycle's decisions inside the caller's transaction; after commit, start the new pods.
+
+    Returns the admitted jobs with their new pods.
+    """
+    changed: list[Job] = []
+    _apply_preemptions(decisions, index)
+    launches = _apply_admissions(decisions, index, now, changed)
+    _apply_nominations(decisions, index, changed)
+    _apply_promotions(decisions, index, changed)
+    _apply_pending(decisions, index, changed)
+    if launches:
+        transaction.on_commit(lambda: get_executor().launch(launches))
+    publish_jobs_changed_on_commit([(job.pk, job.workspace_id) for job in changed])
+    if decisions.admitted or decisions.preempted or decisions.promoted:
+        publish_cluster_change_on_commit()
+    return launches
+
+
+def _apply_preemptions(decisions: Decisions, index: SnapshotIndex) -> None:
+    for key, preemption in decisions.preempted.items():
+        job_preempt(
+            job=index.jobs[key],
+            reason=f"reclaimed by quota {preemption.by_quota} for job {_display(index, preemption.for_job)}",
+        )
+
+
+def _admitted_fields(now: datetime) -> dict:
+    """What admission sets on a job besides in_quota, gpu_type and attempt (the same for every job)."""
+    return dict(status=JobStatus.ENV_PREPARING, started_at=now, nominated_nodes=None, waiting_reason="",
+                queue_position=None, stop_outcome="")
+
+
+def _place_pods(job: Job, key: str, nodes: tuple[str, ...], index: SnapshotIndex,
+                free_indices: dict[int, list[int]]) -> list[Pod]:
+    """The pods of one admitted job, each on its node with the lowest free GPU indices there."""
+    pods: list[Pod] = []
+    role_counter: dict[str, int] = defaultdict(int)
+    for rank, (spec, node_name) in enumerate(zip(index.pods_of[key], nodes, strict=True)):
+        node = index.nodes[node_name]
+        take = free_indices[node.pk][: spec.gpus]
+        del free_indices[node.pk][: spec.gpus]
+        pods.append(Pod(job=job, role=spec.role, index=role_counter[spec.role], rank=rank, attempt=job.attempt,
+                        node=node, gpu_indices=take))
+        role_counter[spec.role] += 1
+    return pods
+
+
+def _apply_admissions(decisions: Decisions, index: SnapshotIndex, now: datetime,
+                      changed: list[Job]) -> list[tuple[Job, list[Pod]]]:
+    node_ids = {index.nodes[name].pk for a in decisions.admitted.values() for name in a.nodes}
+    free_indices = _free_gpu_indices(node_ids) if node_ids else {}
+    fields = _admitted_fields(now)
+    launches: list[tuple[Job, list[Pod]]] = []
+    events: list[JobEvent] = []
+    for key, admission in decisions.admitted.items():
+        job = index.jobs[key]
+        for name, value in fields.items():
+            setattr(job, name, value)
+        job.in_quota = admission.in_quota
+        job.gpu_type = admission.gpu_type or ""
+        job.attempt += 1
+        pods = _place_pods(job, key, admission.nodes, index, free_indices)
+        where = ", ".join(sorted(set(admission.nodes)))
+        how = "In Quota" if admission.in_quota else "Not in Quota (idle resources)"
+        events.append(JobEvent(job=job, kind=EventKind.ADMITTED, reason=f"admitted {how} on {where}"))
+        launches.append((job, pods))
+    if launches:
+        # Batched: rows differ only in in_quota, gpu_type and attempt.
+        groups: dict[tuple[bool, str], list[int]] = defaultdict(list)
+        for job, _pods in launches:
+            groups[(job.in_quota, job.gpu_type)].append(job.pk)
+        for (in_quota, gpu_type), ids in groups.items():
+            Job.objects.filter(pk__in=ids).update(
+                in_quota=in_quota, gpu_type=gpu_type, attempt=F("attempt") + 1, updated_at=now, **fields
+            )
+        Pod.objects.bulk_create([pod for _job, pods in launches for pod in pods], batch_size=500)
+        JobEvent.objects.bulk_create(events, batch_size=500)
+        changed.extend(job for job, _pods in launches)
+    return launches
+
+
+def _apply_nominations(decisions: Decisions, index: SnapshotIndex, changed: list[Job]) -> None:
+    for key, nodes in decisions.nominated.items():
+        job = index.jobs[key]
+        reason = str(decisions.reasons.get(key, "waiting for preempted jobs to exit"))
+        if job.nominated_nodes != list(nodes):
+            job_event(job, EventKind.NOMINATED, reason)
+        if job.nominated_nodes != list(nodes) or job.waiting_reason != reason or job.queue_position is not None:
+            job.nominated_nodes = list(nodes)
+            job.waiting_reason = reason[:500]
+            job.queue_position = None
+            job.save(update_fields=["nominated_nodes", "waiting_reason", "queue_position", "updated_at"])
+            changed.append(job)
+
+
+def _apply_promotions(decisions: Decisions, index: SnapshotIndex, changed: list[Job]) -> None:
+    for key in decisions.promoted:
+        job = index.jobs[key]
+        job.in_quota = True
+        job.save(update_fields=["in_quota", "updated_at"])
+        job_event(job, EventKind.PROMOTED, f"promoted to In Quota: quota {job.quota.name} has room now")
+        changed.append(job)
+
+
+def _apply_pending(decisions: Decisions, index: SnapshotIndex, changed: list[Job]) -> None:
+    """Queue positions shift whenever a job ahead leaves the queue, so they are written in one pass;
+    reasons are shared by many jobs, so one UPDATE per distinct reason."""
+    positions: list[tuple[int, int]] = []
+    by_reason: dict[str, list[int]] = defaultdict(list)
+    renominated: list[int] = []
+    for position, key in enumerate(decisions.pending, start=1):
+        job = index.jobs[key]
+        reason = str(decisions.reasons.get(key, ""))[:500]
+        touched = False
+        if job.queue_position != position:
+            positions.append((job.pk, position))
+            touched = True
+        if job.waiting_reason != reason:
+            by_reason[reason].append(job.pk)
+            touched = True
+        if job.nominated_nodes:  # a withdrawn nomination
+            renominated.append(job.pk)
+            touched = True
+        if touched:
+            changed.append(job)
+    set_column(Job, "queue_position", positions)
+    for reason, ids in by_reason.items():
+        Job.objects.filter(pk__in=ids).update(waiting_reason=reason)
+    if renominated:
+        Job.objects.filter(pk__in=renominated).update(nominated_nodes=None)
+
+
+ALLOCATION_SAMPLE_EVERY = timedelta(seconds=60)
+
+
+def allocation_record(*, now: datetime) -> None:
+    """Store GPU allocation per quota and per pool for the charts, at most once a minute."""
+    last = AllocationSample.objects.order_by("-time").values_list("time", flat=True).first()
+    if last is not None and now - last < ALLOCATION_SAMPLE_EVERY:
+        return
+    AllocationSample.objects.bulk_create(
+        [
+            AllocationSample(time=now, resource_type=row.resource_type, quota=row.quota,
+                             in_quota_gpus=row.in_quota_gpus, not_in_quota_gpus=row.not_in_quota_gpus,
+                             total_gpus=row.total_gpus)
+            for row in allocation_by_quota()
+        ]
+    )
