@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from scheduler.engine import types as engine
-from scheduler.engine_rows import IDLE_MODE_TO_ENGINE, SnapshotIndex, engine_node, engine_quota, role_pods
+from scheduler.engine_rows import IDLE_MODE_TO_ENGINE, SnapshotIndex, engine_node, engine_quota, roles_by_job
 from scheduler.models import Job, Node, Pod, ResourceQuota
 from scheduler.states import LIVE_POD_STATUSES, JobStatus
 
@@ -16,7 +16,7 @@ def _seconds(moment: datetime | None) -> float | None:
 
 
 def build_snapshot(jobs: Sequence[Job], now: datetime) -> tuple[engine.Snapshot, SnapshotIndex]:
-    """`jobs`: the active jobs (locked by the caller), with roles prefetched."""
+    """`jobs`: the active jobs (locked by the caller); their roles are read here in one query."""
     index = SnapshotIndex()
     nodes = list(Node.objects.all())
     index.nodes = {node.name: node for node in nodes}
@@ -24,18 +24,21 @@ def build_snapshot(jobs: Sequence[Job], now: datetime) -> tuple[engine.Snapshot,
     quotas = list(ResourceQuota.objects.all())
     quota_names = {quota.pk: quota.name for quota in quotas}
 
+    # Live pods of any job, kept for the jobs of this cycle: one query without a list of every job id
+    # (most of the jobs in a long queue have no pods).
+    job_ids = {job.pk for job in jobs}
     live: dict[int, list[Pod]] = {}
-    for pod in Pod.objects.filter(job__in=[job.pk for job in jobs], status__in=LIVE_POD_STATUSES).order_by(
-        "job_id", "rank"
-    ):
-        live.setdefault(pod.job_id, []).append(pod)
+    for pod in Pod.objects.filter(status__in=LIVE_POD_STATUSES).order_by("job_id", "rank"):
+        if pod.job_id in job_ids:
+            live.setdefault(pod.job_id, []).append(pod)
     index.live_pods = live
+    pods_by_job = roles_by_job(jobs)
 
     engine_jobs: list[engine.Job] = []
     for job in jobs:
         key = job.engine_key
         index.jobs[key] = job
-        pods_spec = role_pods(job.roles.all())
+        pods_spec = pods_by_job.get(job.pk, ())
         index.pods_of[key] = pods_spec
         common = dict(
             name=key,

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import F
+from django.utils import timezone
 
 from scheduler.engine.types import Decisions
 from scheduler.engine_rows import SnapshotIndex
@@ -20,7 +21,7 @@ from scheduler.executors import get_executor
 from scheduler.models import AllocationSample, Job, JobEvent, Node, Pod
 from scheduler.publish import publish_cluster_change_on_commit, publish_jobs_changed_on_commit
 from scheduler.selectors import allocation_by_quota
-from scheduler.services.bulk import set_column
+from scheduler.services.bulk import in_ids, insert_rows, insert_values, set_column
 from scheduler.services.events import job_event
 from scheduler.services.lifecycle import job_preempt
 from scheduler.states import LIVE_POD_STATUSES, EventKind, JobStatus
@@ -28,11 +29,11 @@ from scheduler.states import LIVE_POD_STATUSES, EventKind, JobStatus
 
 def _free_gpu_indices(node_ids: set[int]) -> dict[int, list[int]]:
     used: dict[int, set[int]] = defaultdict(set)
-    for node_id, indices in Pod.objects.filter(node_id__in=node_ids, status__in=LIVE_POD_STATUSES).values_list(
-        "node_id", "gpu_indices"
-    ):
+    for node_id, indices in Pod.objects.filter(
+        node_id__in=in_ids(node_ids), status__in=LIVE_POD_STATUSES
+    ).values_list("node_id", "gpu_indices"):
         used[node_id].update(indices or [])
-    counts = dict(Node.objects.filter(pk__in=node_ids).values_list("pk", "gpu_count"))
+    counts = dict(Node.objects.filter(pk__in=in_ids(node_ids)).values_list("pk", "gpu_count"))
     return {node_id: [i for i in range(counts[node_id]) if i not in used[node_id]] for node_id in node_ids}
 
 
@@ -95,7 +96,8 @@ def _apply_admissions(decisions: Decisions, index: SnapshotIndex, now: datetime,
     free_indices = _free_gpu_indices(node_ids) if node_ids else {}
     fields = _admitted_fields(now)
     launches: list[tuple[Job, list[Pod]]] = []
-    events: list[JobEvent] = []
+    events: list[tuple[int, datetime, str, str]] = []  # (job, time, kind, reason): rows, not instances
+    stamp = timezone.now()  # events are stamped when written (after housekeeping's), like auto_now_add
     for key, admission in decisions.admitted.items():
         job = index.jobs[key]
         for name, value in fields.items():
@@ -106,7 +108,7 @@ def _apply_admissions(decisions: Decisions, index: SnapshotIndex, now: datetime,
         pods = _place_pods(job, key, admission.nodes, index, free_indices)
         where = ", ".join(sorted(set(admission.nodes)))
         how = "In Quota" if admission.in_quota else "Not in Quota (idle resources)"
-        events.append(JobEvent(job=job, kind=EventKind.ADMITTED, reason=f"admitted {how} on {where}"))
+        events.append((job.pk, stamp, EventKind.ADMITTED, f"admitted {how} on {where}"))
         launches.append((job, pods))
     if launches:
         # Batched: rows differ only in in_quota, gpu_type and attempt.
@@ -114,11 +116,11 @@ def _apply_admissions(decisions: Decisions, index: SnapshotIndex, now: datetime,
         for job, _pods in launches:
             groups[(job.in_quota, job.gpu_type)].append(job.pk)
         for (in_quota, gpu_type), ids in groups.items():
-            Job.objects.filter(pk__in=ids).update(
+            Job.objects.filter(pk__in=in_ids(ids)).update(
                 in_quota=in_quota, gpu_type=gpu_type, attempt=F("attempt") + 1, updated_at=now, **fields
             )
-        Pod.objects.bulk_create([pod for _job, pods in launches for pod in pods], batch_size=500)
-        JobEvent.objects.bulk_create(events, batch_size=500)
+        insert_rows(Pod, [pod for _job, pods in launches for pod in pods], returning=True)
+        insert_values(JobEvent, ("job_id", "time", "kind", "reason"), events)
         changed.extend(job for job, _pods in launches)
     return launches
 
@@ -169,9 +171,9 @@ def _apply_pending(decisions: Decisions, index: SnapshotIndex, changed: list[Job
             changed.append(job)
     set_column(Job, "queue_position", positions)
     for reason, ids in by_reason.items():
-        Job.objects.filter(pk__in=ids).update(waiting_reason=reason)
+        Job.objects.filter(pk__in=in_ids(ids)).update(waiting_reason=reason)
     if renominated:
-        Job.objects.filter(pk__in=renominated).update(nominated_nodes=None)
+        Job.objects.filter(pk__in=in_ids(renominated)).update(nominated_nodes=None)
 
 
 ALLOCATION_SAMPLE_EVERY = timedelta(seconds=60)

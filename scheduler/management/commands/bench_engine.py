@@ -129,6 +129,7 @@ def full_cycle_on_database(*, pending: int, quotas: int, gpus_per_node: int, see
         "db_admitted": result.admitted,
         "db_pods_started": executor.pods,
         "db_full_cycle_s": round(wall, 3),
+        "db_phases_s": {phase: round(seconds, 3) for phase, seconds in result.phases.items()},
     }
 
 
@@ -161,22 +162,25 @@ class Command(BaseCommand):
         parser.add_argument("--repeat", type=int, default=3, help="engine cycles timed; the median is kept")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--skip-db", action="store_true", help="engine figures only")
+        parser.add_argument("--db-only", action="store_true", help="the full cycle through the database only")
         parser.add_argument("--sweep", action="store_true",
                             help=f"engine only, at each of --sizes nodes with {QUEUED_PER_NODE} queued per node")
         parser.add_argument("--sizes", default=",".join(map(str, SWEEP_NODES)), help="node counts of --sweep")
 
-    def handle(self, *args, nodes, gpus_per_node, quotas, queued, reclaim_pending, repeat, seed, skip_db, sweep,
-               sizes, **opts):
+    def handle(self, *args, nodes, gpus_per_node, quotas, queued, reclaim_pending, repeat, seed, skip_db, db_only,
+               sweep, sizes, **opts):
         if sweep:
             self._sweep([int(size) for size in sizes.split(",")], gpus_per_node, quotas, seed, repeat)
             return
         queued = QUEUED_PER_NODE * nodes if queued is None else queued
-        self.stdout.write(f"engine: {nodes} nodes × {gpus_per_node} GPUs, {quotas} quotas, {queued} queued jobs, "
-                          f"median of {repeat} cycles")
-        figures = measure(nodes=nodes, gpus_per_node=gpus_per_node, quotas=quotas, pending=queued, seed=seed,
-                          repeat=repeat, reclaim_pending=reclaim_pending)
-        for line in _cycle_lines(figures):
-            self.stdout.write(line)
+        figures: dict = {}
+        if not db_only:
+            self.stdout.write(f"engine: {nodes} nodes × {gpus_per_node} GPUs, {quotas} quotas, {queued} queued "
+                              f"jobs, median of {repeat} cycles")
+            figures = measure(nodes=nodes, gpus_per_node=gpus_per_node, quotas=quotas, pending=queued, seed=seed,
+                              repeat=repeat, reclaim_pending=reclaim_pending)
+            for line in _cycle_lines(figures):
+                self.stdout.write(line)
         if not skip_db:
             self.stdout.write(f"database: creating a throwaway {connection.vendor} test database …")
             old_name = connection.settings_dict["NAME"]
@@ -190,6 +194,8 @@ class Command(BaseCommand):
                 f"  full cycle through {figures['db_vendor']}: {figures['db_full_cycle_s']:.3f} s, "
                 f"{figures['db_admitted']} of {figures['db_queued']} jobs admitted on {figures['db_nodes']} nodes"
             )
+            self.stdout.write("  by phase: " + ", ".join(
+                f"{phase} {seconds:.3f} s" for phase, seconds in figures["db_phases_s"].items()))
         self.stdout.write(json.dumps(figures))
 
     def _sweep(self, sizes: list[int], gpus_per_node: int, quotas: int, seed: int, repeat: int) -> None:
