@@ -301,26 +301,31 @@ def build_mixed_storm_snapshot(
     return Snapshot(nodes=tuple(node_list), quotas=tuple(quota_list), jobs=tuple(jobs))
 
 
-def _timed(snapshot: Snapshot, repeat: int) -> tuple[float, Decisions]:
-    """The median of `repeat` cycles on the same snapshot, and the decisions."""
+def _timed(snapshot: Snapshot, repeat: int) -> tuple[float, float, Decisions]:
+    """The medians of `repeat` cycles on the same snapshot — wall time, and this process's CPU time (what
+    the cycle costs when the machine is shared: other processes' load inflates the wall time only) —
+    and the decisions."""
     times = []
+    cpu_times = []
     decisions = Decisions()
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         decisions = run_cycle(snapshot)
         times.append(time.perf_counter() - start)
-    return statistics.median(times), decisions
+        cpu_times.append(time.process_time() - cpu_start)
+    return statistics.median(times), statistics.median(cpu_times), decisions
 
 
 def _figures(prefix: str, snapshot: Snapshot, repeat: int) -> dict:
     """One snapshot's cycle: its time, decisions/s (every queued job decided, most by staying pending)
     and placements/s (jobs admitted or nominated), and what was decided."""
     queued = sum(1 for job in snapshot.jobs if job.phase in (PENDING, NOMINATED))
-    cycle_s, decisions = _timed(snapshot, repeat)
+    cycle_s, cpu_s, decisions = _timed(snapshot, repeat)
     placed = len(decisions.admitted) + len(decisions.nominated)
     return {
         f"{prefix}queued": queued,
         f"{prefix}cycle_s": round(cycle_s, 6),
+        f"{prefix}cycle_cpu_s": round(cpu_s, 6),
         f"{prefix}decisions_per_s": round(queued / cycle_s),
         f"{prefix}placements_per_s": round(placed / cycle_s),
         f"{prefix}admitted": len(decisions.admitted),
@@ -376,8 +381,10 @@ def sweep(sizes: Sequence[int] = SWEEP_NODES, gpus_per_node: int = 8, quotas: in
     for nodes in sizes:
         row = measure(nodes, gpus_per_node, quotas, QUEUED_PER_NODE * nodes, seed, repeat, traces_dir=traces_dir)
         if rows:
-            for key in ("cycle_s", "reclaim_cycle_s", "storm_cycle_s"):
-                row[key.replace("cycle_s", "growth")] = growth([rows[-1], row], key, rows[-1]["nodes"], nodes)
+            for prefix in ("", "reclaim_", "storm_"):
+                for kind in ("", "cpu_"):
+                    row[f"{prefix}{kind}growth"] = growth([rows[-1], row], f"{prefix}cycle_{kind}s",
+                                                          rows[-1]["nodes"], nodes)
         rows.append(row)
     return rows
 

@@ -72,6 +72,7 @@ def test_sweep_and_growth_exponent():
     rows = sweep((20, 40), repeat=1)
     assert [row["nodes"] for row in rows] == [20, 40] and rows[1]["queued"] == 400
     assert "growth" not in rows[0] and rows[1]["storm_growth"] == growth(rows, "storm_cycle_s", 20, 40)
+    assert rows[1]["storm_cpu_growth"] == growth(rows, "storm_cycle_cpu_s", 20, 40)
     assert growth([{"nodes": 1000, "t": 1.0}, {"nodes": 5000, "t": 5.0}], "t", 1000, 5000) == 1.0
     assert growth([{"nodes": 1000, "t": 1.0}, {"nodes": 4000, "t": 16.0}], "t", 1000, 4000) == 2.0
     assert growth(rows, "cycle_s", 20, 5000) is None

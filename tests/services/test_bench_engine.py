@@ -38,4 +38,4 @@ def test_bench_engine_sweep_prints_growth(tmp_path):
     assert "placements/s" in result.stdout and "growth from 20 to 40 nodes" in result.stdout
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert [row["nodes"] for row in figures["sweep"]] == [20, 40]
-    assert set(figures["growth"]) == {"quiet", "reclaim_", "storm_"}
+    assert set(figures["growth"]) == set(figures["cpu_growth"]) == {"quiet", "reclaim_", "storm_"}

@@ -140,7 +140,8 @@ def _cycle_lines(figures: dict) -> list[str]:
     lines = []
     for prefix, label in CYCLES:
         lines.append(
-            f"  {label + ':':28} {figures[prefix + 'cycle_s']:7.3f} s  {figures[prefix + 'queued']:>6} queued  "
+            f"  {label + ':':28} {figures[prefix + 'cycle_s']:7.3f} s (CPU {figures[prefix + 'cycle_cpu_s']:.3f} s)  "
+            f"{figures[prefix + 'queued']:>6} queued  "
             f"{figures[prefix + 'decisions_per_s']:>9,} decisions/s  {figures[prefix + 'placements_per_s']:>8,} "
             f"placements/s  ({figures[prefix + 'admitted']} admitted, {figures[prefix + 'nominated']} nominated, "
             f"{figures[prefix + 'preempted']} preempted)"
@@ -209,16 +210,22 @@ class Command(BaseCommand):
                 self.stdout.write(line)
             if len(rows) > 1:
                 self.stdout.write(
-                    f"  growth from {rows[-2]['nodes']} nodes (time ∝ nodes^b): quiet b={row['growth']}, "
-                    f"uniform b={row['reclaim_growth']}, storm b={row['storm_growth']}; reclaim ÷ quiet: "
-                    f"{row['reclaim_cycle_s'] / row['cycle_s']:.2f} uniform, {row['storm_cycle_s'] / row['cycle_s']:.2f} storm"
+                    f"  growth from {rows[-2]['nodes']} nodes (time ∝ nodes^b, wall / CPU): "
+                    + ", ".join(f"{label.split(',')[0]} b={row[prefix + 'growth']} / {row[prefix + 'cpu_growth']}"
+                                for prefix, label in CYCLES)
                 )
+            self.stdout.write("  reclaim ÷ quiet (wall / CPU): " + ", ".join(
+                f"{label} {row[prefix + 'cycle_s'] / row['cycle_s']:.2f} / "
+                f"{row[prefix + 'cycle_cpu_s'] / row['cycle_cpu_s']:.2f}" for prefix, label in CYCLES[1:]))
         result: dict = {"sweep": rows}
         if len(sizes) > 1:
             first, last = (1000, 5000) if {1000, 5000} <= set(sizes) else (sizes[0], sizes[-1])
             result["growth_span"] = [first, last]
             result["growth"] = {prefix or "quiet": growth(rows, prefix + "cycle_s", first, last)
                                 for prefix, _ in CYCLES}
-            self.stdout.write(f"growth from {first} to {last} nodes: " + ", ".join(
-                f"{label} b={result['growth'][prefix or 'quiet']}" for prefix, label in CYCLES))
+            result["cpu_growth"] = {prefix or "quiet": growth(rows, prefix + "cycle_cpu_s", first, last)
+                                    for prefix, _ in CYCLES}
+            self.stdout.write(f"growth from {first} to {last} nodes (wall / CPU): " + ", ".join(
+                f"{label} b={result['growth'][prefix or 'quiet']} / {result['cpu_growth'][prefix or 'quiet']}"
+                for prefix, label in CYCLES))
         self.stdout.write(json.dumps(result))
