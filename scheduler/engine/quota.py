@@ -8,7 +8,8 @@ Terminating jobs and this cycle's victims count in neither: their capacity is on
 A job *fits in quota* when for Q and every ancestor `inq + request <= min` (a key left out of `min`
 counts as 0) and, where Q or an ancestor has a `max`, `used + request <= max` (a key left out of
 `max` is not capped). Every quota keeps its chain (itself, then its ancestors) so a check costs
-O(depth) and never walks the tree.
+O(depth) and never walks the tree. What is kept is `room` = `min − inq` per resource, so the check
+is one comparison per resource and level.
 """
 
 from __future__ import annotations
@@ -29,8 +30,17 @@ class QuotaNode:
     min: dict[str, int]
     max: dict[str, int] | None
     chain: tuple[QuotaNode, ...] = ()  # itself first, then each ancestor up to the root
-    inq: dict[str, int] = field(default_factory=dict)
+    room: dict[str, int] = field(default_factory=dict)  # min − inq: what In Quota jobs may still take
     used: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.room = dict(self.min)
+
+    @property
+    def inq(self) -> dict[str, int]:
+        """What In Quota jobs hold in the subtree (`min − room`), resources held only."""
+        amounts = {key: self.min.get(key, 0) - self.room.get(key, 0) for key in {*self.min, *self.room}}
+        return {key: amount for key, amount in amounts.items() if amount}
 
 
 def pool_capacity(nodes: Iterable[Node], pool: str) -> dict[str, int]:
@@ -92,13 +102,10 @@ class QuotaTree:
     def min_shortfall(self, name: str, request: Resources) -> QuotaFull | None:
         items = request.items()
         for qnode in self._nodes[name].chain:
-            inq = qnode.inq
-            minimum = qnode.min
+            room = qnode.room
             for key, need in items:
-                used = inq.get(key, 0)
-                if used + need > minimum.get(key, 0):
-                    limit = minimum.get(key, 0)
-                    return QuotaFull(qnode.name, key, need, limit - used, limit)
+                if need > room.get(key, 0):
+                    return QuotaFull(qnode.name, key, need, room.get(key, 0), qnode.min.get(key, 0))
         return None
 
     def max_shortfall(self, name: str, request: Resources) -> MaxReached | None:
@@ -131,14 +138,14 @@ class QuotaTree:
             for key, amount in items:
                 used[key] = used.get(key, 0) + amount
             if in_quota:
-                inq = qnode.inq
+                room = qnode.room
                 for key, amount in items:
-                    inq[key] = inq.get(key, 0) + amount
+                    room[key] = room.get(key, 0) - amount
 
     def promote(self, name: str, request: Resources) -> None:
         """A Not in Quota job becomes In Quota: its use is already in `used`."""
         for qnode in self._nodes[name].chain:
-            add_into(qnode.inq, request)
+            add_into(qnode.room, request, sign=-1)
 
     def release(self, name: str, request: Resources) -> None:
         """A Not in Quota victim stops counting: its capacity is being released."""
