@@ -124,7 +124,7 @@ class _Cycle:
         self.promotable: list[tuple[Job, dict[str, int]]] = []
         self.why: dict[str, Reason | None] = {}  # job still pending -> why
         self.no_free_room = _Memo()
-        self.no_released_room = _Memo()  # cleared when a preemption adds capacity being released
+        self.no_released_room = _Memo()  # forgets a (pool, model) when a preemption releases capacity there
         self.no_reclaim_room = _Memo()
         self._never_fits: dict[tuple, str | None] = {}
         victims: list[Victim] = []
