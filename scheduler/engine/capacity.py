@@ -27,7 +27,7 @@ Take = tuple[int, int, int]  # (GPUs, CPU millicores, memory MiB)
 class NodeState:
     __slots__ = (
         "name", "pool", "model", "schedulable", "cap_g", "cap_c", "cap_m",
-        "free_g", "free_c", "free_m", "rel_g", "rel_c", "rel_m", "releasing",
+        "free_g", "free_c", "free_m", "rel_g", "rel_c", "rel_m", "releasing", "group",
     )
 
     def __init__(self, node: Node) -> None:
@@ -39,6 +39,7 @@ class NodeState:
         self.free_g, self.free_c, self.free_m = node.gpus, node.cpu_m, node.memory_mib
         self.rel_g = self.rel_c = self.rel_m = 0
         self.releasing: list[str] = []  # jobs whose pods here are exiting (named in "waiting for" reasons)
+        self.group: _Group | None = None  # its (pool, model) index once `Capacity.open` made it; None: unschedulable
 
     def holds(self, g: int, c: int, m: int) -> bool:
         """The node's whole capacity is enough for one pod of this size."""
@@ -156,6 +157,9 @@ class Capacity:
             if node.schedulable:
                 by_group.setdefault((node.pool, node.model), []).append(node)
         self._groups = {key: _Group(nodes) for key, nodes in sorted(by_group.items())}
+        for group in self._groups.values():
+            for node in group.nodes:
+                node.group = group
         self._pool_groups = {}
         for (pool, model), group in self._groups.items():
             self._pool_groups.setdefault(pool, []).append((model, group))
@@ -247,13 +251,10 @@ class Capacity:
         if job not in node.releasing:
             node.releasing.append(job)
 
-    def _group(self, node: NodeState) -> _Group | None:
-        return self._groups.get((node.pool, node.model)) if node.schedulable else None
-
     def _set_free(self, node: NodeState, g: int, c: int, m: int) -> None:
         if self.watch is not None:
             self.watch.add(node)
-        group = self._group(node)
+        group = node.group
         if group is None:
             node.free_g, node.free_c, node.free_m = g, c, m
             return
@@ -271,7 +272,7 @@ class Capacity:
     def _set_rel(self, node: NodeState, g: int, c: int, m: int) -> None:
         if self.watch is not None:
             self.watch.add(node)
-        group = self._group(node)
+        group = node.group
         if group is None:
             node.rel_g, node.rel_c, node.rel_m = g, c, m
             return
