@@ -154,9 +154,13 @@ def _apply_pending(decisions: Decisions, index: SnapshotIndex, changed: list[Job
     positions: list[tuple[int, int]] = []
     by_reason: dict[str, list[int]] = defaultdict(list)
     renominated: list[int] = []
+    texts: dict[object, str] = {}  # reason value -> its text: equal values (many jobs) are rendered once
     for position, key in enumerate(decisions.pending, start=1):
         job = index.jobs[key]
-        reason = str(decisions.reasons.get(key, ""))[:500]
+        why = decisions.reasons.get(key)
+        reason = texts.get(why)
+        if reason is None:
+            reason = texts[why] = str(why)[:500] if why is not None else ""
         touched = False
         if job.queue_position != position:
             positions.append((job.pk, position))
