@@ -35,24 +35,29 @@ MODELS = ("A100", "H100")
 
 
 def _random_snapshot(seed: int) -> Snapshot:
+    """Nodes of two models, sometimes in two pools (then every pool has its own quota tree)."""
     rng = random.Random(seed)
+    pools = ("general", "lingjun") if rng.random() < 0.3 else ("general",)
     nodes = [
         Node(f"n{i:02d}", rng.choice(MODELS), rng.choice((4, 8, 8)), rng.choice((16000, 32000, 96000)),
-             rng.choice((65536, 262144)), schedulable=rng.random() > 0.1)
+             rng.choice((65536, 262144)), pool=rng.choice(pools), schedulable=rng.random() > 0.1)
         for i in range(rng.randint(3, 14))
     ]
-    capacity: dict[str, int] = {}
-    for node in nodes:
-        capacity[gpu_key(node.gpu_type)] = capacity.get(gpu_key(node.gpu_type), 0) + node.gpus
     teams = rng.randint(1, 3)
-    quotas = [Quota("root", None), Quota("borrowers", "root")]
-    for t in range(teams):
-        quotas.append(Quota(f"team{t}", "root", {k: v // teams for k, v in capacity.items()} | {"cpu": 10**7,
-                                                                                                "memory": 10**9}))
+    quotas: list[Quota] = []
+    for pool in pools:
+        capacity: dict[str, int] = {}
+        for node in nodes:
+            if node.pool == pool:
+                capacity[gpu_key(node.gpu_type)] = capacity.get(gpu_key(node.gpu_type), 0) + node.gpus
+        quotas += [Quota(f"root-{pool}", None, pool=pool), Quota(f"borrowers-{pool}", f"root-{pool}", pool=pool)]
+        for t in range(teams):
+            minimum = {k: v // teams for k, v in capacity.items()} | {"cpu": 10**7, "memory": 10**9}
+            quotas.append(Quota(f"team{t}-{pool}", f"root-{pool}", minimum, pool=pool))
     free = {n.name: [n.gpus, n.cpu_m, n.memory_mib] for n in nodes}
 
-    def put(pods: tuple[Pod, ...], model: str, spread: bool) -> tuple[str, ...] | None:
-        order = [n for n in nodes if n.gpu_type == model]
+    def put(pods: tuple[Pod, ...], model: str, pool: str, spread: bool) -> tuple[str, ...] | None:
+        order = [n for n in nodes if n.gpu_type == model and n.pool == pool]
         rng.shuffle(order)
         left = {name: list(amounts) for name, amounts in free.items()}
         chosen = []
@@ -79,11 +84,15 @@ def _random_snapshot(seed: int) -> Snapshot:
         pod = Pod("w", gpus, model if rng.random() < 0.7 else None, rng.choice((1000, 4000, 12000)) * gpus,
                   rng.choice((4096, 16384, 65536)) * gpus)
         pods = (pod,) * rng.choice((1, 1, 1, 2, 3))
-        placed = put(pods, model, spread=rng.random() < 0.5)
+        pool = rng.choice(pools)
+        # Now and then a borrower runs in another pool than its quota's (a quota moved under it): such a
+        # job is a candidate of its quota's pool only, and its pods there count for nothing.
+        runs_in = rng.choice(pools) if rng.random() < 0.15 else pool
+        placed = put(pods, model, runs_in, spread=rng.random() < 0.5)
         if placed is None:
             continue
         phase = TERMINATING if rng.random() < 0.1 else RUNNING
-        jobs.append(Job(f"b{i:02d}", "borrowers", pods, priority=rng.choice((1, 2, 3)),
+        jobs.append(Job(f"b{i:02d}", f"borrowers-{pool}", pods, priority=rng.choice((1, 2, 3)),
                         idle=rng.choice((IDLE_ONLY, IDLE_ACCEPTABLE)), phase=phase, in_quota=False,
                         started_at=float(rng.randint(0, 30)), nodes=placed))
     for i in range(rng.randint(3, 25)):  # the queue
@@ -99,7 +108,7 @@ def _random_snapshot(seed: int) -> Snapshot:
             pods = (Pod("m", rng.choice((1, 2)), model, 2000, 4096), Pod("w", gpus, model, cpu, mem))
         else:
             pods = (Pod("c", 0, model, cpu, mem),) * rng.randint(1, 2)
-        jobs.append(Job(f"q{i:02d}", f"team{rng.randrange(teams)}", pods, priority=rng.choice((1, 2, 5)),
+        jobs.append(Job(f"q{i:02d}", f"team{rng.randrange(teams)}-{rng.choice(pools)}", pods, priority=rng.choice((1, 2, 5)),
                         idle=rng.choice((IDLE_OFF, IDLE_OFF, IDLE_ACCEPTABLE)), submitted_at=float(i)))
     return Snapshot(tuple(nodes), tuple(quotas), tuple(jobs))
 
