@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import F, Prefetch, QuerySet
 
-from scheduler.models import Job, JobEvent, JobRole, Pod
-from scheduler.selectors.access import visible_jobs
+from scheduler.models import Job, JobEvent, JobPreemption, JobRole, Pod
+from scheduler.selectors.access import reason_for, visible_jobs
 from scheduler.states import (
     ACTIVE_JOB_STATUSES,
     FINAL_JOB_STATUSES,
@@ -86,13 +86,16 @@ def with_row_data(jobs: QuerySet[Job]) -> QuerySet[Job]:
 
 
 def job_detail(*, user: AbstractBaseUser, job_id: int) -> Job | None:
-    """One visible job with roles, every attempt's pods (newest first) and the event timeline."""
+    """One visible job with roles, every attempt's pods (newest first), its preemptions and the event
+    timeline; events and preemptions carry `shown_reason`, the text this user may read."""
+    shown = reason_for(user=user)
     return (
         visible_jobs(user=user)
         .prefetch_related(
             Prefetch("roles", queryset=JobRole.objects.order_by("order", "id")),
             Prefetch("pods", queryset=Pod.objects.select_related("node").order_by("-attempt", "rank")),
-            Prefetch("events", queryset=JobEvent.objects.order_by("time", "id")),
+            Prefetch("events", queryset=JobEvent.objects.annotate(shown_reason=shown).order_by("time", "id")),
+            Prefetch("preemptions", queryset=JobPreemption.objects.annotate(shown_reason=shown).order_by("time", "id")),
         )
         .filter(pk=job_id)
         .first()

@@ -94,7 +94,8 @@ def _check_tree(quota: ResourceQuota) -> None:
             ancestor = ancestor.parent
     if quota.pk is not None and quota.children.exclude(resource_type=quota.resource_type).exists():
         raise ValidationError({"resource_type": f"Quota {quota.name} has children of another resource type."})
-    for violation in _engine_violations(quota):
+    # GPUs first: a CPU or memory share derived from the GPUs is not what the person typed.
+    for violation in sorted(_engine_violations(quota), key=lambda v: not v.key.startswith(GPU_PREFIX)):
         raise ValidationError(_as_field_error(violation, quota))
 
 
