@@ -36,7 +36,7 @@ from scheduler.services.jobs import job_stop, job_submit
 from scheduler.services.lifecycle import pod_exited, pod_running
 from scheduler.services.nodes import node_register
 from scheduler.services.quotas import quota_create
-from scheduler.states import JobStatus, PodStatus
+from scheduler.states import JobStatus, PodOutcome, PodStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.timeout(120)]
 
@@ -252,7 +252,7 @@ def settled() -> bool:
     exiting = Pod.objects.filter(status__in=LIVE).exclude(job__status=JobStatus.RUNNING)
     return (not in_between.exists() and not exiting.exists()
             and not Pod.objects.filter(status=PodStatus.PENDING).exists()
-            and not Job.objects.filter(status=JobStatus.PREEMPTED, finished_at__isnull=True).exists())
+            and not Job.objects.filter(status=JobStatus.PREEMPTED, stop_outcome=PodOutcome.PREEMPTED).exists())
 
 
 def wait_until_quiet(load: Load, timeout: float, what: str) -> None:
@@ -309,28 +309,30 @@ def assert_invariants(submitted: list[int], *, pods_may_run: bool) -> None:
             # The rest of the gang ended well: one failed pod would have ended the attempt.
             assert {p.status for p in attempt if p not in pods} <= {PodStatus.SUCCEEDED}, label
             assert not job.stop_outcome and job.in_quota is not None, label
-        elif job.status == JobStatus.QUEUING:
+        elif job.status == JobStatus.QUEUING or job.resumes_automatically:  # waiting (DESIGN §3: a
+            # preempted job queued again shows Preempted until it runs)
             assert not pods, label
             assert job.waiting_reason, f"queued without a reason: {label}"
             assert job.queue_position, f"queued without a position: {label}"
             assert not job.nominated_nodes, f"still nominated after the victims left: {label}"
-        elif job.status == JobStatus.PREEMPTED:  # fault tolerance off, or no restarts left
+        elif job.status == JobStatus.PREEMPTED:  # fault tolerance off: stays Preempted
             assert not pods and job.finished_at, label
         else:
             assert job.status in FINAL and not pods and job.finished_at, label
-        if job.status == JobStatus.QUEUING and not pods_may_run:
+        if job.is_waiting and not pods_may_run:
             # The cluster is empty now: only a job its quota can never admit may still wait.
             assert never_runnable(job, roles), f"runnable but left waiting on an empty cluster: {label}"
-    positions = sorted(job.queue_position for job in jobs.values() if job.status == JobStatus.QUEUING)
+    positions = sorted(job.queue_position for job in jobs.values() if job.is_waiting)
     assert positions == list(range(1, len(positions) + 1)), positions
 
     names = {job.name for job in jobs.values()}
     quota_names = set(ResourceQuota.objects.values_list("name", flat=True))
     preemptions = JobEvent.objects.filter(kind="preempted")
     for event in preemptions:
-        match = RECLAIM.match(event.reason)
-        assert match, f"a Preempted event names no quota and job: {event.reason!r}"
-        assert match["quota"] in quota_names and match["job"] in names, event.reason
+        match = RECLAIM.match(event.staff_reason)  # staff's text names the job; members' never does
+        assert match, f"a Preempted event names no quota and job: {event.staff_reason!r}"
+        assert match["quota"] in quota_names and match["job"] in names, event.staff_reason
+        assert event.reason == f"reclaimed for a queued job of quota {match['quota']}", event.reason
 
 
 @pytest.fixture
