@@ -29,6 +29,11 @@ from scheduler.states import (
 )
 
 
+def requeued_preempted() -> QuerySet[Job]:
+    """Preempted jobs queued again to resume automatically: pending, though they show Preempted."""
+    return Job.objects.filter(status=JobStatus.PREEMPTED, stop_outcome="", finished_at__isnull=True)
+
+
 @dataclass(frozen=True)
 class AllocationRow:
     """GPU allocation of one quota (its own jobs), or of a whole pool (quota None), at one moment."""
@@ -162,6 +167,8 @@ def quota_tree() -> list[QuotaUsage]:
             own_pending[quota_id] += count
         else:
             own_running[quota_id] += count
+    for quota_id, count in requeued_preempted().values_list("quota_id").annotate(n=Count("id")).order_by():
+        own_pending[quota_id] += count  # Preempted, queued again to resume (DESIGN §3)
     capacity: dict[str, int] = defaultdict(int)
     for pool, gpus in Node.objects.filter(lost=False).values_list("resource_type", "gpu_count"):
         capacity[pool] += gpus
@@ -384,7 +391,7 @@ class DashboardSummary:
 def dashboard_summary(*, user: AbstractBaseUser) -> DashboardSummary:
     """The dashboard's headline figures: jobs by state group and GPUs by use."""
     counts = job_status_counts()
-    requeued = Job.objects.filter(status=JobStatus.PREEMPTED, stop_outcome="", finished_at__isnull=True).count()
+    requeued = requeued_preempted().count()
     nodes = node_grid(user=user)
     capacity = sum(grid.node.gpu_count for grid in nodes if not grid.node.lost)
     used_in = sum(1 for grid in nodes for cell in grid.gpus if cell.used and cell.in_quota)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import F, Prefetch, QuerySet
+from django.db.models import F, Prefetch, Q, QuerySet
 
 from scheduler.models import Job, JobEvent, JobPreemption, JobRole, Pod
 from scheduler.selectors.access import reason_for, visible_jobs
@@ -14,6 +14,7 @@ from scheduler.states import (
     FINAL_JOB_STATUSES,
     JOB_STATUS_VALUES,
     PENDING_JOB_STATUSES,
+    JobStatus,
 )
 
 STATUS_GROUPS: dict[str, tuple[str, ...]] = {
@@ -53,7 +54,10 @@ def job_list(
     """Visible jobs, filtered and ordered; rows need `with_row_data` before rendering."""
     jobs = visible_jobs(user=user)
     f = filters or JobFilters()
-    if f.status in STATUS_GROUPS:
+    if f.status == "pending":  # Preempted jobs queued again to resume wait too (DESIGN §3)
+        jobs = jobs.filter(Q(status__in=PENDING_JOB_STATUSES) | Q(
+            status=JobStatus.PREEMPTED, stop_outcome="", finished_at__isnull=True))
+    elif f.status in STATUS_GROUPS:
         jobs = jobs.filter(status__in=STATUS_GROUPS[f.status])
     elif f.status in JOB_STATUS_VALUES:
         jobs = jobs.filter(status=f.status)

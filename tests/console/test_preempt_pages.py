@@ -39,6 +39,10 @@ def test_a_requeued_preempted_job_shows_preempted_its_place_and_no_old_nodes(wor
     api = alice_client.get(f"/api/jobs/{job.pk}/").json()
     assert (api["status"], api["resumes_automatically"], api["nodes"], api["preemption_count"]) == (
         "Preempted", True, [], 2)
+    # It waits: the "pending" filter and the quota's pending count include it.
+    assert [j["id"] for j in alice_client.get("/api/jobs/?status=pending").json()["results"]] == [job.pk]
+    usage = next(q for q in alice_client.get("/api/quotas/").json() if q["name"] == "team-vision")["usage"]
+    assert (usage["pending_jobs"], usage["running_jobs"]) == (1, 0)
 
 
 def test_a_job_that_stays_preempted_offers_restart_not_stop(world: World, alice_client: Client):
