@@ -129,6 +129,7 @@ def test_submit_and_watch_it_run_in_a_second_browser(
 def test_idle_job_is_reclaimed_then_runs_again(
     live_server_process: object, open_page: Callable, screenshots: Callable, request: pytest.FixtureRequest
 ) -> None:
+    """Long because it is one story told in two browsers: borrow, reclaim, wait Preempted, resume."""
     bob = open_page("bob")
     bob_watcher = open_page("bob")
     alice = open_page("alice")

@@ -103,19 +103,23 @@ def roles_for(rng: random.Random) -> list[dict]:
     worker = {"name": "worker", "pod_count": rng.choice([1, 1, 1, 2, 3]), "gpus": rng.choice([1, 2, 4, 4, 8]),
               "cpu": rng.choice([2, 4, 8, 16]), "memory_gib": rng.choice([8, 32, 64, 128])}
     if rng.random() < 0.2:  # a CPU-only launcher in front of the workers
-        return [{"name": "master", "pod_count": 1, "gpus": 0, "cpu": 2, "memory_gib": 8}, worker]
+        return [{"name": "master", "pod_count": 1, "cpu_only": True, "cpu": 2, "memory_gib": 8}, worker]
     return [worker]
 
 
 def submitter(load: Load, index: int, user, space, quotas) -> None:
     rng = random.Random(1000 + index)
     for i in range(JOBS_PER_SUBMITTER):
-        job = job_submit(
-            user=user, workspace=space, quota=rng.choice(quotas), name=f"j{index}-{i:03d}", command="train",
-            roles=roles_for(rng), priority=rng.randint(1, 9),
-            idle_mode=rng.choice([IdleMode.OFF, IdleMode.ACCEPTABLE, IdleMode.ACCEPTABLE, IdleMode.ONLY]),
-            fault_tolerance=rng.random() < 0.6, max_restarts=rng.randint(0, 2),
-        )
+        idle_mode = rng.choice([IdleMode.OFF, IdleMode.ACCEPTABLE, IdleMode.ACCEPTABLE, IdleMode.ONLY])
+        try:
+            job = job_submit(
+                user=user, workspace=space, quota=rng.choice(quotas), name=f"j{index}-{i:03d}", command="train",
+                roles=roles_for(rng), priority=rng.randint(1, 9), idle_mode=idle_mode,
+                fault_tolerance=rng.random() < 0.6, max_restarts=rng.randint(0, 2),
+            )
+        except ValidationError as error:  # idle off and larger than its quota: it could never run
+            assert idle_mode == IdleMode.OFF and set(error.message_dict) == {"quota"}, error.message_dict
+            continue
         with load.lock:
             load.submitted.append(job.pk)
         time.sleep(rng.uniform(0, 0.05))
