@@ -151,6 +151,7 @@ def _settle(job: Job) -> None:
             job.waiting_reason_staff = ""
     _close_attempt(job, now)
     if job.status == JobStatus.STOPPING:
+        preemption_settle(job=job, now=now)  # stopped while a preemption's pods were exiting
         job.status = JobStatus.STOPPED
         job.finished_at = now
         job_event(job, EventKind.STOPPED, job.waiting_reason or "stopped")

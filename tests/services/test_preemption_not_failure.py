@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from scheduler.loop.cycle import schedule_once
 from scheduler.models import Job, Node, Pod, Workspace
-from scheduler.services.jobs import job_can_restart, job_can_stop, job_restart, job_submit
+from scheduler.services.jobs import job_can_restart, job_can_stop, job_restart, job_stop, job_submit
 from scheduler.services.lifecycle import job_progress, pod_exited, pod_running
 from scheduler.services.nodes import node_drain, node_register, node_set_schedulable
 from scheduler.services.quotas import quota_create
@@ -221,3 +221,22 @@ def test_without_fault_tolerance_it_stays_preempted_and_offers_restart(cluster, 
     job_restart(job=job, user=cluster["ben"])
     job.refresh_from_db()
     assert job.status == JobStatus.QUEUING
+
+
+def test_a_stop_while_the_preempted_pods_exit_ends_stopped(cluster, recording_executor):
+    clock = timezone.now()
+    job = submit(cluster, "b", "stopped-midway", idle_mode="only", fault_tolerance=True)
+    schedule_once(now=clock)
+    run_pods(job)
+    submit(cluster, "a", "owner")
+    schedule_once(now=clock)
+    job.refresh_from_db()
+    assert job.preempted_exiting and job_can_stop(job)
+    job_stop(job=job, user=cluster["ben"])
+    exit_pods(job, "stopped")
+    job.refresh_from_db()
+    assert job.status == JobStatus.STOPPED and job.preemption_count == 1
+    assert job.preemptions.get().settled_at is not None
+    schedule_once(now=clock)
+    job.refresh_from_db()
+    assert job.status == JobStatus.STOPPED and job.attempt == 1  # never queued again
