@@ -234,6 +234,15 @@ def test_bad_input_creates_nothing_and_workspaces_stay_apart(
     alice.wait_for_selector("#roles .error")
     assert "16" in alice.inner_text("#roles .error")
     assert alice.request.get("/api/jobs/").json()["count"] == before
+    # No GPU without saying CPU-only: refused at the GPUs; ticking CPU-only sets them to 0.
+    fill_job_form(alice, name="zero-gpus", quota="team-vision", gpus=0, command="sleep 1")
+    alice.click("#submit-job")
+    alice.wait_for_selector("#field-roles-0-gpus .error")
+    assert "CPU-only" in alice.inner_text("#field-roles-0-gpus .error")
+    alice.fill("#id_roles-0-gpus", "2")
+    alice.check("#id_roles-0-cpu_only")
+    assert alice.input_value("#id_roles-0-gpus") == "0"
+    assert alice.request.get("/api/jobs/").json()["count"] == before
 
     # Alice's job runs; Bob sees none of it, neither in pages nor over his socket.
     fill_job_form(alice, name="vision-private", quota="team-vision", gpus=2, command="sleep 60")
