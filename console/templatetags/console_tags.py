@@ -13,7 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from scheduler.models import Job
-from scheduler.states import PENDING_JOB_STATUSES, STARTED_JOB_STATUSES, JobStatus, PodStatus
+from scheduler.states import STARTED_JOB_STATUSES, JobStatus, PodStatus
 
 register = template.Library()
 
@@ -176,7 +176,6 @@ def epoch_time(value: float | int | None) -> datetime | None:
         return None
 
 
-WAITING_STATUSES = PENDING_JOB_STATUSES
 RUNNING_STATUSES = (*STARTED_JOB_STATUSES, JobStatus.SUCCEEDED)
 
 
