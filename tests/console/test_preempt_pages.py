@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from scheduler.models import JobPreemption
-from scheduler.states import JobStatus, PodOutcome
+from scheduler.states import JobStatus, PodOutcome, PodStatus
 from tests.factories import JobFactory, World
 
 pytestmark = pytest.mark.django_db
@@ -47,7 +47,7 @@ def test_a_requeued_preempted_job_shows_preempted_its_place_and_no_old_nodes(wor
 
 def test_a_job_that_stays_preempted_offers_restart_not_stop(world: World, alice_client: Client):
     job = JobFactory(workspace=world.vision, quota=world.team_vision, running_on=world.gpu1)
-    job.pods.update(status="Preempted")
+    job.pods.update(status=PodStatus.PREEMPTED)
     job.status, job.finished_at, job.stop_outcome = JobStatus.PREEMPTED, timezone.now(), ""
     job.save()
     page = alice_client.get(f"/jobs/{job.pk}/").content.decode()
@@ -58,7 +58,7 @@ def test_a_job_that_stays_preempted_offers_restart_not_stop(world: World, alice_
 
 def test_finished_jobs_keep_no_admission_badge_and_run_time_adds_up(world: World, alice_client: Client):
     done = JobFactory(workspace=world.vision, quota=world.team_vision, running_on=world.gpu1)
-    done.pods.update(status="Succeeded")
+    done.pods.update(status=PodStatus.SUCCEEDED)
     done.status, done.finished_at = JobStatus.SUCCEEDED, timezone.now()
     done.run_seconds, done.gpu_seconds = 7200.0, 7200.0
     done.save()
