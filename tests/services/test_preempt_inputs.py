@@ -142,3 +142,20 @@ def test_quota_pool_and_min_shares(world: World, staff_client: Client) -> None:
                                                   "min_gpus_0": "", "min_cpu": "", "min_memory_gib": ""})
     assert response.status_code == 302, response.content.decode()[:2000]
     assert ResourceQuota.objects.get(name="formed").resource_type == "general"
+
+
+def test_admin_inherits_the_pool_and_shares_too(world: World, staff_client: Client) -> None:
+    world.team_shared.delete()
+    assert staff_client.get("/admin/scheduler/resourcequota/add/").status_code == 200
+    response = staff_client.post("/admin/scheduler/resourcequota/add/", {
+        "name": "admin-child", "description": "", "parent": world.general.pk, "resource_type": "",
+        "min_gpus": '{"A100": 2}', "min_cpu": "", "min_memory_gib": "", "max_gpus": "", "max_cpu": "",
+        "max_memory_gib": ""})
+    assert response.status_code == 302, response.content.decode()[:3000]
+    made = ResourceQuota.objects.get(name="admin-child")
+    assert (made.resource_type, made.min_cpu, made.min_memory_gib) == ("general", Decimal(24), Decimal(192))
+    response = staff_client.post("/admin/scheduler/resourcequota/add/", {
+        "name": "admin-lj", "description": "", "parent": world.general.pk, "resource_type": "lingjun",
+        "min_gpus": "{}", "min_cpu": "", "min_memory_gib": "", "max_gpus": "", "max_cpu": "", "max_memory_gib": ""})
+    assert response.status_code == 200 and "parent&#x27;s pool" in response.content.decode()
+    assert not ResourceQuota.objects.filter(name="admin-lj").exists()
