@@ -357,6 +357,19 @@
       filterModels();
       if (nameInput) { nameInput.value = "worker-" + total.value; nameInput.focus(); }
     });
+    // A CPU-only role asks no GPU and names no model; unticked, it asks at least one again.
+    roleForms.addEventListener("change", function (event) {
+      if (!event.target.matches("input[name$='-cpu_only']")) return;
+      var role = event.target.closest(".role-form");
+      var gpus = role.querySelector("input[name$='-gpus']");
+      var model = role.querySelector("select[name$='-gpu_type']");
+      if (event.target.checked) {
+        gpus.value = "0";
+        if (model) model.value = "";
+      } else if (gpus.value === "0") {
+        gpus.value = "1";
+      }
+    });
     roleForms.addEventListener("click", function (event) {
       if (!event.target.classList.contains("remove-role")) return;
       event.target.closest(".role-form").remove();
