@@ -1,0 +1,180 @@
+"""Cluster-wide figures for /metrics, read at scrape time (no user: the scrape is not a person).
+
+Everything here is computed from rows that outlive processes — live pods, nodes, job events — so
+counters never reset when the console or scheduler restarts, and every console process agrees.
+A fixed number of queries whatever the cluster's size (docs/benchmarks.md: 10,000 jobs).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from django.db.models import Count
+
+from scheduler.models import Job, JobEvent, Node, Pod
+from scheduler.states import LIVE_POD_STATUSES, PENDING_JOB_STATUSES, EventKind
+
+QUEUE_WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+
+
+def preemption_cause(reason: str) -> str:
+    """A preemption's cause, as a label: reclaim, priority, drain, shutdown or other."""
+    text = reason.lower()
+    if text.startswith("reclaimed by quota"):
+        return "reclaim"
+    if "higher-priority" in text:
+        return "priority"
+    if "drained" in text:
+        return "drain"
+    if "stopped" in text or "restarted" in text or "shut" in text:
+        return "shutdown"
+    return "other"
+
+
+def failure_cause(reason: str) -> str:
+    """A failed attempt's cause, as a label: node_lost, hang or pod_failed."""
+    text = reason.lower()
+    if "lost" in text or "worker restarted" in text:
+        return "node_lost"
+    if "hung" in text:
+        return "hang"
+    return "pod_failed"
+
+
+@dataclass
+class Histogram:
+    buckets: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)  # per bucket, not cumulative; one more for +Inf
+    total: float = 0.0
+
+    def observe(self, value: float) -> None:
+        if not self.counts:
+            self.counts = [0] * (len(self.buckets) + 1)
+        for i, bound in enumerate(self.buckets):
+            if value <= bound:
+                self.counts[i] += 1
+                break
+        else:
+            self.counts[-1] += 1
+        self.total += value
+
+
+@dataclass
+class JobHistory:
+    """Counters and the queue-wait histogram per (pool, quota), from every job's event timeline."""
+
+    queue_wait: dict[tuple[str, str], Histogram] = field(default_factory=dict)
+    preemptions: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))
+    work_lost: dict[tuple[str, str, str], float] = field(default_factory=lambda: defaultdict(float))
+    restarts: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))
+
+
+HISTORY_KINDS = (
+    EventKind.QUEUED, EventKind.ADMITTED, EventKind.PREEMPTED, EventKind.ATTEMPT_FAILED, EventKind.RESTARTING,
+)
+
+
+def job_history() -> JobHistory:
+    """Long because: one pass over the events of every job, in time order per job, feeds four figures.
+
+    - queue wait: from a job's latest "queued" to its next "admitted" (a restart counts its own wait);
+    - preemptions by cause, and the work each lost: the preemption's time minus the attempt's safe
+      point — its last checkpoint when the job still reports it for that attempt, else the admission
+      (then an upper bound: docs/metrics.md);
+    - restarts by cause: each automatic restart, by what ended the attempt before it.
+    """
+    jobs = {
+        pk: (pool, quota, progress)
+        for pk, pool, quota, progress in Job.objects.values_list("pk", "quota__resource_type", "quota__name", "progress")
+    }
+    current_attempt = dict(Job.objects.values_list("pk", "attempt"))
+    history = JobHistory()
+    events = (
+        JobEvent.objects.filter(kind__in=HISTORY_KINDS).order_by("job_id", "time", "id").values_list(
+            "job_id", "kind", "time", "reason"
+        )
+    )
+    job_id = None
+    queued_at: datetime | None = None
+    admitted_at: datetime | None = None
+    attempts = 0
+    cause = "pod_failed"
+    for row_job, kind, time, reason in events.iterator(chunk_size=5000):
+        if row_job != job_id:
+            job_id, queued_at, admitted_at, attempts, cause = row_job, None, None, 0, "pod_failed"
+        pool, quota, progress = jobs.get(job_id, ("", "", {}))
+        if kind == EventKind.QUEUED:
+            queued_at = time
+        elif kind == EventKind.ADMITTED:
+            attempts += 1
+            admitted_at = time
+            if queued_at is not None:
+                wait = (time - queued_at).total_seconds()
+                history.queue_wait.setdefault((pool, quota), Histogram(QUEUE_WAIT_BUCKETS)).observe(max(0.0, wait))
+                queued_at = None
+        elif kind == EventKind.PREEMPTED:
+            cause = preemption_cause(reason)
+            history.preemptions[(pool, quota, cause)] += 1
+            if admitted_at is not None:
+                safe = _checkpoint_of_attempt(progress, attempts, current_attempt.get(job_id), admitted_at, time)
+                history.work_lost[(pool, quota, cause)] += max(0.0, (time - safe).total_seconds())
+        elif kind == EventKind.ATTEMPT_FAILED:
+            cause = failure_cause(reason)
+        elif kind == EventKind.RESTARTING:
+            history.restarts[(pool, quota, cause)] += 1
+    return history
+
+
+def _checkpoint_of_attempt(progress: dict, attempt: int, current: int | None, start: datetime,
+                           end: datetime) -> datetime:
+    """The attempt's safe point: its last checkpoint when the job's progress is still that attempt's."""
+    if not progress or current != attempt or progress.get("attempt") not in (None, attempt):
+        return start
+    stamp = progress.get("last_checkpoint_at")  # seconds since the epoch (scheduler/node/runtime/progress.py)
+    try:
+        checkpoint = datetime.fromtimestamp(float(stamp), tz=UTC) if stamp is not None else None
+    except (TypeError, ValueError, OverflowError, OSError):
+        checkpoint = None
+    if checkpoint is None or not start <= checkpoint <= end:
+        return start
+    return checkpoint
+
+
+@dataclass(frozen=True)
+class NodeGpus:
+    name: str
+    pool: str
+    gpu_type: str
+    total: int
+    allocated: int
+    unhealthy: int  # GPUs of a lost node
+    schedulable: bool
+
+    @property
+    def free(self) -> int:
+        return 0 if self.unhealthy else max(0, self.total - self.allocated)
+
+
+def node_gpus() -> list[NodeGpus]:
+    held: dict[int, int] = defaultdict(int)
+    for node_id, indices in Pod.objects.filter(status__in=LIVE_POD_STATUSES, node__isnull=False).values_list(
+        "node_id", "gpu_indices"
+    ):
+        held[node_id] += len(indices or [])
+    return [
+        NodeGpus(
+            name=name, pool=pool, gpu_type=gpu_type, total=count, allocated=held[pk],
+            unhealthy=count if lost else 0, schedulable=schedulable and not draining and not lost,
+        )
+        for pk, name, pool, gpu_type, count, lost, schedulable, draining in Node.objects.order_by("name").values_list(
+            "pk", "name", "resource_type", "gpu_type", "gpu_count", "lost", "schedulable", "draining"
+        )
+    ]
+
+
+def pending_jobs_by_quota() -> dict[int, int]:
+    """Pending jobs per quota (its own jobs, not its children's)."""
+    rows = Job.objects.filter(status__in=PENDING_JOB_STATUSES).values_list("quota_id").annotate(n=Count("id"))
+    return dict(rows.order_by())
