@@ -7,13 +7,17 @@ A fixed number of queries whatever the cluster's size (docs/benchmarks.md: 10,00
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
+from django.db import connection
 from django.db.models import Count
 
-from scheduler.models import Job, JobEvent, Node, Pod
+from scheduler.models import Job, JobEvent, Node, Pod, ResourceQuota
 from scheduler.states import LIVE_POD_STATUSES, PENDING_JOB_STATUSES, EventKind
 
 QUEUE_WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
@@ -52,12 +56,7 @@ class Histogram:
     def observe(self, value: float) -> None:
         if not self.counts:
             self.counts = [0] * (len(self.buckets) + 1)
-        for i, bound in enumerate(self.buckets):
-            if value <= bound:
-                self.counts[i] += 1
-                break
-        else:
-            self.counts[-1] += 1
+        self.counts[bisect_left(self.buckets, value)] += 1  # the first bucket whose bound is ≥ value
         self.total += value
 
 
@@ -84,47 +83,72 @@ def job_history() -> JobHistory:
       point — its last checkpoint when the job still reports it for that attempt, else the admission
       (then an upper bound: docs/metrics.md);
     - restarts by cause: each automatic restart, by what ended the attempt before it.
+
+    The events are read as raw rows (the SQL is Django's): converting 10,000 jobs' timelines to
+    model values would cost most of a scrape's budget (docs/benchmarks.md).
     """
-    jobs = {
-        pk: (pool, quota, progress)
-        for pk, pool, quota, progress in Job.objects.values_list("pk", "quota__resource_type", "quota__name", "progress")
-    }
-    current_attempt = dict(Job.objects.values_list("pk", "attempt"))
+    quotas = {pk: (pool, name) for pk, pool, name in ResourceQuota.objects.values_list("pk", "resource_type", "name")}
+    job_quota = {pk: quotas.get(quota_id, ("", "")) for pk, quota_id in _raw(Job.objects.values_list("pk", "quota_id"))}
     history = JobHistory()
-    events = (
-        JobEvent.objects.filter(kind__in=HISTORY_KINDS).order_by("job_id", "time", "id").values_list(
-            "job_id", "kind", "time", "reason"
-        )
-    )
+    events = JobEvent.objects.filter(kind__in=HISTORY_KINDS).order_by("job_id", "time", "id")
     job_id = None
     queued_at: datetime | None = None
     admitted_at: datetime | None = None
     attempts = 0
     cause = "pod_failed"
-    for row_job, kind, time, reason in events.iterator(chunk_size=5000):
+    labels = ("", "")
+    preempted: list[tuple[int, int, datetime, datetime, tuple[str, str, str]]] = []
+    for row_job, kind, raw_time, reason in _raw(events.values_list("job_id", "kind", "time", "reason")):
         if row_job != job_id:
             job_id, queued_at, admitted_at, attempts, cause = row_job, None, None, 0, "pod_failed"
-        pool, quota, progress = jobs.get(job_id, ("", "", {}))
+            labels = job_quota.get(job_id, ("", ""))
         if kind == EventKind.QUEUED:
-            queued_at = time
+            queued_at = _when(raw_time)
         elif kind == EventKind.ADMITTED:
             attempts += 1
-            admitted_at = time
+            admitted_at = _when(raw_time)
             if queued_at is not None:
-                wait = (time - queued_at).total_seconds()
-                history.queue_wait.setdefault((pool, quota), Histogram(QUEUE_WAIT_BUCKETS)).observe(max(0.0, wait))
+                wait = (admitted_at - queued_at).total_seconds()
+                history.queue_wait.setdefault(labels, Histogram(QUEUE_WAIT_BUCKETS)).observe(max(0.0, wait))
                 queued_at = None
         elif kind == EventKind.PREEMPTED:
             cause = preemption_cause(reason)
-            history.preemptions[(pool, quota, cause)] += 1
+            key = (*labels, cause)
+            history.preemptions[key] += 1
             if admitted_at is not None:
-                safe = _checkpoint_of_attempt(progress, attempts, current_attempt.get(job_id), admitted_at, time)
-                history.work_lost[(pool, quota, cause)] += max(0.0, (time - safe).total_seconds())
+                preempted.append((job_id, attempts, admitted_at, _when(raw_time), key))
         elif kind == EventKind.ATTEMPT_FAILED:
             cause = failure_cause(reason)
         elif kind == EventKind.RESTARTING:
-            history.restarts[(pool, quota, cause)] += 1
+            history.restarts[(*labels, cause)] += 1
+    progress = {
+        pk: (attempt, report)
+        for pk, attempt, report in Job.objects.filter(pk__in={p[0] for p in preempted}).values_list(
+            "pk", "attempt", "progress"
+        )
+    }
+    for pk, attempt, start, end, key in preempted:
+        current, report = progress.get(pk, (None, {}))
+        safe = _checkpoint_of_attempt(report, attempt, current, start, end)
+        history.work_lost[key] += max(0.0, (end - safe).total_seconds())
     return history
+
+
+def _raw(queryset: Any) -> Iterator[tuple]:
+    """The rows of a values_list query as the database driver returns them (no field converters)."""
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        while rows := cursor.fetchmany(5000):
+            yield from rows
+
+
+def _when(value: Any) -> datetime:
+    """A timestamp as the driver returns it (SQLite: text in UTC; PostgreSQL: an aware datetime)."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    parsed = datetime.fromisoformat(str(value))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _checkpoint_of_attempt(progress: dict, attempt: int, current: int | None, start: datetime,
