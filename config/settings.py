@@ -21,7 +21,8 @@
 | TIDEPOOL_HTTPS | 1 when DEBUG=0 | Secure cookies, HSTS and HTTPS redirect. |
 | TIDEPOOL_METRICS_TOKEN | (empty) | `Authorization: Bearer <token>` may scrape /metrics (docs/metrics.md). |
 | TIDEPOOL_METRICS_ALLOW | 127.0.0.1/32,::1/128 | Networks that may scrape /metrics without the token. |
-| TIDEPOOL_SCHEDULER_METRICS_PORT | (unset) | `run_scheduler` serves its cycle histogram on this port. |
+| TIDEPOOL_SCHEDULER_METRICS_PORT | (unset) | `run_scheduler` serves its cycle histogram (Prometheus) on this port. |
+| TIDEPOOL_SCHEDULER_METRICS_ADDR | 127.0.0.1 | The address that port listens on. |
 
 Node workers (`celery -A config worker -Q node.<name>`) also read:
 
@@ -246,6 +247,8 @@ TIDEPOOL_NODE_RESOURCE_TYPE = os.environ.get("TIDEPOOL_NODE_RESOURCE_TYPE", "gen
 if TIDEPOOL_NODE_RESOURCE_TYPE not in {"general", "lingjun"}:
     raise ImproperlyConfigured(f"TIDEPOOL_NODE_RESOURCE_TYPE={TIDEPOOL_NODE_RESOURCE_TYPE!r}: use 'general' or 'lingjun'.")
 TIDEPOOL_NODE_ADDRESS = os.environ.get("TIDEPOOL_NODE_ADDRESS", "127.0.0.1")
+TIDEPOOL_SCHEDULER_METRICS_PORT = env_int("TIDEPOOL_SCHEDULER_METRICS_PORT")
+TIDEPOOL_SCHEDULER_METRICS_ADDR = os.environ.get("TIDEPOOL_SCHEDULER_METRICS_ADDR", "127.0.0.1")
 
 TIDEPOOL_HTTPS = env_bool("TIDEPOOL_HTTPS", not DEBUG)
 if TIDEPOOL_HTTPS:
