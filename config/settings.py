@@ -82,6 +82,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and ReDoc served from here: no CDN
     "channels",
     "scheduler",
     "console",
@@ -204,6 +205,9 @@ SPECTACULAR_SETTINGS = {
     "`Authorization: Bearer <personal API token>` or the console's session (with its CSRF token).",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "PREPROCESSING_HOOKS": ["scheduler.api.v1.schema.only_v1"],
     "POSTPROCESSING_HOOKS": [

@@ -49,4 +49,6 @@ def test_every_field_and_parameter_is_described(tmp_path: Path) -> None:
 def test_schema_and_docs_are_served_to_anyone(client: Client) -> None:
     response = client.get("/api/v1/schema/?format=json")
     assert response.status_code == 200 and response.json()["openapi"].startswith("3.")
-    assert client.get("/api/v1/docs/").status_code == 200
+    docs = client.get("/api/v1/docs/")
+    assert docs.status_code == 200 and b"cdn.jsdelivr" not in docs.content  # served here, no CDN
+    assert b"swagger-ui" in docs.content and client.get("/api/v1/redoc/").status_code == 200

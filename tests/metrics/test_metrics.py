@@ -123,3 +123,22 @@ def test_access_needs_the_token_or_an_allowed_address(teams, settings) -> None:
     assert Client(REMOTE_ADDR="10.1.2.3").get("/metrics").status_code == 200
     settings.TIDEPOOL_METRICS_TOKEN = ""
     assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer ").status_code == 403
+
+
+def test_grafana_dashboard_uses_only_exported_metrics(teams, recording_executor) -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    a, b, submit = teams
+    submit(b, "b-borrow", idle="only")
+    schedule_once()
+    exported = {name for name, _labels in scrape()}
+    dashboard = json.loads((Path(__file__).resolve().parents[2] / "docs/grafana/tidepool-dashboard.json").read_text())
+    used = {name for panel in dashboard["panels"] for target in panel["targets"]
+            for name in re.findall(r"tidepool_[a-z_]+", target["expr"])}
+    assert used and used <= exported | {"tidepool_preemptions_total", "tidepool_restarts_total",
+                                        "tidepool_work_lost_seconds_total"}, used - exported
+    counters = {"tidepool_preemptions_total", "tidepool_restarts_total", "tidepool_work_lost_seconds_total"}
+    assert counters <= used  # … and those, absent from a young cluster's scrape, are the exported counters' names
+    assert {"tidepool_queue_wait_seconds_bucket", "tidepool_scheduler_cycle_phase_seconds_bucket"} <= exported

@@ -126,10 +126,11 @@ class Command(BaseCommand):
             assert response.status_code == 200
             figures = {**shape, "db_vendor": connection.vendor, "scrape_bytes": len(response.content),
                        "scrape_median_ms": round(1000 * statistics.median(timings), 1),
+                       "scrape_min_ms": round(1000 * min(timings), 1),
                        "scrape_max_ms": round(1000 * max(timings), 1)}
         finally:
             connection.creation.destroy_test_db(old_name, verbosity=0)
         self.stdout.write(f"  {figures['jobs']} jobs, {figures['events']} events, {figures['pods']} running pods: "
-                          f"scrape median {figures['scrape_median_ms']} ms (max {figures['scrape_max_ms']} ms, "
+                          f"scrape median {figures['scrape_median_ms']} ms (min {figures['scrape_min_ms']}, max {figures['scrape_max_ms']} ms, "
                           f"{figures['scrape_bytes']} bytes)")
         self.stdout.write(json.dumps(figures))
