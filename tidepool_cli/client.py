@@ -113,18 +113,21 @@ class Api:
             while chunk := response.read1(65536):
                 yield chunk.decode(errors="replace")
 
-    def events(self, path: str, **params: Any) -> Iterator[dict[str, Any]]:
-        """Server-sent events of `path`: each `data:` payload, parsed."""
+    def events(self, path: str, **params: Any) -> Iterator[tuple[str, Any]]:
+        """Server-sent events of `path`: (event name, parsed `data:` payload)."""
         with self._request("GET", path, params=params, headers={"Accept": "text/event-stream"},
                            timeout=3600) as response:
-            data: list[str] = []
+            name, data = "message", []
             for raw in response:
                 line = raw.decode().rstrip("\r\n")
-                if line.startswith("data:"):
+                if line.startswith("event:"):
+                    name = line[6:].strip()
+                elif line.startswith("data:"):
                     data.append(line[5:].lstrip())
-                elif not line and data:
-                    yield json.loads("\n".join(data))
-                    data = []
+                elif not line:
+                    if data:
+                        yield name, json.loads("\n".join(data))
+                    name, data = "message", []
 
     def job_id(self, ref: str) -> int:
         """A job id from an id or an exact name (the newest job of that name)."""

@@ -104,17 +104,30 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     api = Api(load_config())
     params = {"status": args.status, "quota": args.quota, "workspace": args.workspace,
               "mine": "1" if args.mine else None, "q": args.name}
-    jobs = api.get("jobs/", **params)["results"]
     if not args.watch:
-        emit(args, jobs, JOB_COLUMNS)
+        emit(args, api.get("jobs/", **params)["results"], JOB_COLUMNS)
         return OK
-    if args.output == "table":
-        print_table(jobs, JOB_COLUMNS)
-    for job in api.events("jobs/watch/", status=args.status or "active"):  # a snapshot, then each change
-        if args.output == "table":
+    me = api.get("me/")["username"] if args.mine else None
+
+    def wanted(job: dict[str, Any]) -> bool:  # the stream filters by status only: the rest here
+        return ((not args.quota or args.quota in (job["quota"], str(job["id"])))
+                and (not args.workspace or args.workspace == job["workspace"])
+                and (not args.name or args.name in job["name"]) and (me is None or job["owner"] == me))
+
+    snapshot: list[dict[str, Any]] | None = []
+    for event, job in api.events("jobs/watch/", status=args.status or "active"):  # a snapshot, then changes
+        if event == "job" and not wanted(job):
+            continue
+        if args.output != "table":
+            if event == "job":
+                print(json.dumps(job), flush=True)  # one JSON document per line
+        elif event == "synced" and snapshot is not None:
+            print_table(snapshot, JOB_COLUMNS)
+            snapshot = None
+        elif event == "job" and snapshot is not None:
+            snapshot.append(job)
+        elif event == "job":
             print("  ".join(f"{c}={cell(job.get(c))}" for c in ("id", "name", "status", "nodes")), flush=True)
-        else:
-            print(json.dumps(job), flush=True)  # one JSON document per line
     return OK
 
 

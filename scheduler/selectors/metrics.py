@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, FloatField, Func
+from django.db.models import Case, Count, F, FloatField, Func, Value, When
 
 from scheduler.models import Job, JobEvent, Node, Pod, ResourceQuota
 from scheduler.states import LIVE_POD_STATUSES, PENDING_JOB_STATUSES, EventKind
@@ -97,7 +97,11 @@ def job_history() -> JobHistory:
     cause = "pod_failed"
     labels = ("", "")
     preempted: list[tuple[int, int, float, float, tuple[str, str, str]]] = []
-    rows = events.annotate(at=EpochSeconds("time")).values_list("job_id", "kind", "at", "reason")
+    rows = events.annotate(
+        at=EpochSeconds("time"),
+        # Only a cause needs its text: leaving the others' out halves what a scrape transfers.
+        why=Case(When(kind__in=(EventKind.PREEMPTED, EventKind.ATTEMPT_FAILED), then=F("reason")), default=Value("")),
+    ).values_list("job_id", "kind", "at", "why")
     for row_job, kind, at, reason in _raw(rows):
         if row_job != job_id:
             job_id, queued_at, admitted_at, attempts, cause = row_job, None, None, 0, "pod_failed"

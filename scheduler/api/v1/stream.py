@@ -2,7 +2,8 @@
 
 The same notices the console's websockets get (scheduler.publish: "jobs of workspace W changed")
 are re-read through the selectors as the caller, so an event never shows a job the caller may not
-see. The stream opens with one `job` event per matching job (the snapshot), then one per change;
+see. The stream opens with one `job` event per matching job (the snapshot) and a `synced` event,
+then one `job` event per change;
 a comment line every 15 s keeps proxies from closing it. Authentication: a bearer token or the
 session, as the rest of v1.
 """
@@ -25,7 +26,6 @@ from scheduler.publish import jobs_group
 from scheduler.selectors import job_list, user_workspaces, with_row_data
 from scheduler.selectors.jobs import JobFilters
 from scheduler.services.tokens import TokenRejected, token_authenticate
-from scheduler.states import ACTIVE_JOB_STATUSES
 
 KEEPALIVE_SECONDS = 15.0
 
@@ -75,9 +75,7 @@ async def watch(request: HttpRequest) -> HttpResponse:
     if raw_job and not raw_job.isdigit():
         return JsonResponse({"job": [f"A job id, got {raw_job!r}."]}, status=400)
     job_id = int(raw_job) if raw_job else None
-    status = request.GET.get("status", "" if job_id else "active")
-    if status and status not in ("active", "pending", "finished") and status not in {s.value for s in ACTIVE_JOB_STATUSES}:
-        status = ""  # a final status: changes of every job are sent, clients filter
+    status = request.GET.get("status", "" if job_id else "active")  # the snapshot's filter (job_list's rules)
     response = StreamingHttpResponse(_stream(user, job_id, status), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
@@ -96,6 +94,7 @@ async def _stream(user: Any, job_id: int | None, status: str) -> AsyncIterator[s
         for data in await sync_to_async(_jobs)(user, None, job_id, status):
             seq += 1
             yield _event(data, seq)
+        yield "event: synced\ndata: {}\n\n"  # the snapshot is complete; changes follow
         while True:
             try:
                 message = await asyncio.wait_for(layer.receive(channel), KEEPALIVE_SECONDS)
