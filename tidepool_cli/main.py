@@ -110,7 +110,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     me = api.get("me/")["username"] if args.mine else None
 
     def wanted(job: dict[str, Any]) -> bool:  # the stream filters by status only: the rest here
-        return ((not args.quota or args.quota in (job["quota"], str(job["id"])))
+        return ((not args.quota or args.quota == job["quota"])
                 and (not args.workspace or args.workspace == job["workspace"])
                 and (not args.name or args.name in job["name"]) and (me is None or job["owner"] == me))
 
