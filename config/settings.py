@@ -35,6 +35,7 @@ Node workers (`celery -A config worker -Q node.<name>`) also read:
 | TIDEPOOL_NODE_MEMORY_GIB | this host's memory | Declared memory in GiB. |
 | TIDEPOOL_NODE_RESOURCE_TYPE | general | The node's pool: `general` or `lingjun`. |
 | TIDEPOOL_NODE_ADDRESS | 127.0.0.1 | Address other nodes reach this one at (MASTER_ADDR of rank 0). |
+| TIDEPOOL_GPU_SAMPLE_SECONDS | 60 | At most one NVML sample round per node this often (GPU use per job). |
 """
 
 from __future__ import annotations
@@ -252,6 +253,7 @@ if TIDEPOOL_NODE_RESOURCE_TYPE not in {"general", "lingjun"}:
     raise ImproperlyConfigured(f"TIDEPOOL_NODE_RESOURCE_TYPE={TIDEPOOL_NODE_RESOURCE_TYPE!r}: use 'general' or 'lingjun'.")
 TIDEPOOL_NODE_ADDRESS = os.environ.get("TIDEPOOL_NODE_ADDRESS", "127.0.0.1")
 TIDEPOOL_SCHEDULER_METRICS_PORT = env_int("TIDEPOOL_SCHEDULER_METRICS_PORT")
+TIDEPOOL_GPU_SAMPLE_SECONDS = float(os.environ.get("TIDEPOOL_GPU_SAMPLE_SECONDS", "60"))
 TIDEPOOL_SCHEDULER_METRICS_ADDR = os.environ.get("TIDEPOOL_SCHEDULER_METRICS_ADDR", "127.0.0.1")
 
 TIDEPOOL_HTTPS = env_bool("TIDEPOOL_HTTPS", not DEBUG)

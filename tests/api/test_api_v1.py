@@ -232,3 +232,15 @@ def test_quotas_tree_with_use(world: World, alice: Client) -> None:
     assert one["usage"] == usage
     assert alice.get("/api/v1/quotas/999999/").status_code == 404
     assert alice.post("/api/v1/quotas/", {"name": "x"}, content_type="application/json").status_code == 405
+
+
+def test_gpu_samples_are_recorded_at_most_once_per_interval(world: World, job: Job, settings) -> None:
+    from datetime import timedelta
+
+    settings.TIDEPOOL_GPU_SAMPLE_SECONDS = 60
+    make_running(job, world.gpu1)
+    reading = [{"index": 0, "utilization_percent": 50, "memory_used_mib": 1, "memory_total_mib": 2}]
+    start = timezone.now()
+    assert gpu_samples_record(node_name="gpu-01", readings=reading, now=start) == 1
+    assert gpu_samples_record(node_name="gpu-01", readings=reading, now=start + timedelta(seconds=30)) == 0
+    assert gpu_samples_record(node_name="gpu-01", readings=reading, now=start + timedelta(seconds=61)) == 1
