@@ -7,6 +7,7 @@ import json
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connections
 from django.test import AsyncClient
 
 from scheduler.services.jobs import job_stop, job_submit
@@ -46,6 +47,7 @@ async def test_watch_sends_a_snapshot_then_changes_of_visible_jobs(world: World)
         assert (event["id"], event["status"]) == (mine.pk, "Stopped")
     finally:
         await stream.aclose()
+        await sync_to_async(connections.close_all)()  # the thread's connection: lets the test database go
 
 
 async def test_watch_refuses_anonymous_and_bad_tokens(world: World) -> None:
@@ -55,3 +57,4 @@ async def test_watch_refuses_anonymous_and_bad_tokens(world: World) -> None:
     secret = (await sync_to_async(token_create)(user=world.alice, name="w")).secret
     bad = await AsyncClient().get("/api/v1/jobs/watch/?job=abc", headers={"Authorization": f"Bearer {secret}"})
     assert bad.status_code == 400 and "job" in json.loads(bad.content)
+    await sync_to_async(connections.close_all)()
