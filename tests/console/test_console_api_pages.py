@@ -63,6 +63,14 @@ def test_job_page_copies_as_cli_and_yaml(world: World, alice_client: Client) -> 
     words = shlex.split(cli)
     assert words[:2] == ["tidepool", "submit"] and words[-1] == "python train.py --lr 3e-4"
     assert words[words.index("--pods") + 1] == "2" and words[words.index("--gpus") + 1] == "4"
+    from tidepool_cli.main import submission as cli_submission
+    from tidepool_cli.parser import build_parser
+
+    from_cli = cli_submission(build_parser().parse_args(words[1:]))  # the line, as `tidepool` would send it
+    for key in ("name", "workspace", "quota", "command", "priority", "idle_mode", "environment"):
+        assert from_cli[key] == body[key], key
+    assert {k: from_cli["roles"][0][k] for k in ("pod_count", "gpus", "gpu_type", "cpu", "memory_gib")} == {
+        k: body["roles"][0][k] for k in ("pod_count", "gpus", "gpu_type", "cpu", "memory_gib")}
     # The YAML is a valid submission: posting it makes a job with the same settings.
     from tests.api.v1_helpers import bearer
 
