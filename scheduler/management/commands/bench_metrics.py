@@ -7,12 +7,16 @@ The cluster: `--nodes` 8-GPU nodes, `--quotas` team quotas under one root, and `
 timelines hold what a busy week leaves — every job submitted, queued and admitted once; one in
 ten preempted, restarted and admitted again; one in twenty with a failed attempt — with the nodes
 full of running pods. A scrape is the whole HTTP view (collector, text encoding, response); the
-figure is the median of `--scrapes` scrapes after one warm-up. The last line printed is JSON.
+figure is the median of `--scrapes` scrapes after one warm-up, with the fastest, the slowest, this
+process's CPU time per scrape (the whole scrape with SQLite; without the server's share with
+PostgreSQL) and the machine's load average, since a shared machine's wall times move with it. The
+last line printed is JSON.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
 import time
@@ -118,19 +122,22 @@ class Command(BaseCommand):
                 report = io.StringIO()
                 pstats.Stats(profiler, stream=report).sort_stats("tottime").print_stats(20)
                 self.stdout.write(report.getvalue())
-            timings = []
+            timings, cpu = [], []
             for _ in range(scrapes):
-                started = time.perf_counter()
+                started, started_cpu = time.perf_counter(), time.process_time()
                 response = metrics(request)
                 timings.append(time.perf_counter() - started)
+                cpu.append(time.process_time() - started_cpu)  # this process only: not PostgreSQL's server
             assert response.status_code == 200
             figures = {**shape, "db_vendor": connection.vendor, "scrape_bytes": len(response.content),
                        "scrape_median_ms": round(1000 * statistics.median(timings), 1),
                        "scrape_min_ms": round(1000 * min(timings), 1),
+                       "scrape_cpu_median_ms": round(1000 * statistics.median(cpu), 1),
+                       "load_average_1m": round(os.getloadavg()[0], 1),
                        "scrape_max_ms": round(1000 * max(timings), 1)}
         finally:
             connection.creation.destroy_test_db(old_name, verbosity=0)
         self.stdout.write(f"  {figures['jobs']} jobs, {figures['events']} events, {figures['pods']} running pods: "
                           f"scrape median {figures['scrape_median_ms']} ms (min {figures['scrape_min_ms']}, max {figures['scrape_max_ms']} ms, "
-                          f"{figures['scrape_bytes']} bytes)")
+                          f"{figures['scrape_bytes']} bytes; CPU {figures['scrape_cpu_median_ms']} ms; load {figures['load_average_1m']})")
         self.stdout.write(json.dumps(figures))
