@@ -82,6 +82,17 @@ def test_session_keeps_csrf(world: World) -> None:
     assert not Job.objects.exists()
 
 
+def test_session_write_with_the_csrf_token(world: World) -> None:
+    from django.middleware.csrf import _get_new_csrf_string
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(world.alice)
+    token = _get_new_csrf_string()
+    client.cookies["csrftoken"] = token
+    created = client.post("/api/v1/jobs/", submission(), content_type="application/json", HTTP_X_CSRFTOKEN=token)
+    assert created.status_code == 201 and Job.objects.count() == 1
+
+
 def test_job_endpoints_of_another_workspace_answer_404(world: World, job: Job) -> None:
     bob = bearer(world.bob)
     for tail in JOB_GETS:

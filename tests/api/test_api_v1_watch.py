@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
 from django.test import AsyncClient
+from django.utils import timezone
 
+from scheduler.models import ApiToken
 from scheduler.services.jobs import job_stop, job_submit
-from scheduler.services.tokens import token_create
+from scheduler.services.tokens import token_create, token_revoke
 from tests.factories import JobFactory, World
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,6 +57,15 @@ async def test_watch_refuses_anonymous_and_bad_tokens(world: World) -> None:
     assert (await AsyncClient().get("/api/v1/jobs/watch/")).status_code == 401
     refused = await AsyncClient().get("/api/v1/jobs/watch/", headers={"Authorization": "Bearer tp_nope"})
     assert refused.status_code == 401 and "Unknown" in json.loads(refused.content)["detail"]
+    expired = await sync_to_async(token_create)(user=world.alice, name="old",
+                                                expires_at=timezone.now() + timedelta(seconds=60))
+    await sync_to_async(ApiToken.objects.filter(pk=expired.token.pk).update)(
+        expires_at=timezone.now() - timedelta(seconds=1))
+    revoked = await sync_to_async(token_create)(user=world.alice, name="gone")
+    await sync_to_async(token_revoke)(user=world.alice, token_id=revoked.token.pk)
+    for secret, why in ((expired.secret, "expired"), (revoked.secret, "revoked")):
+        answer = await AsyncClient().get("/api/v1/jobs/watch/", headers={"Authorization": f"Bearer {secret}"})
+        assert answer.status_code == 401 and why in json.loads(answer.content)["detail"]
     secret = (await sync_to_async(token_create)(user=world.alice, name="w")).secret
     bad = await AsyncClient().get("/api/v1/jobs/watch/?job=abc", headers={"Authorization": f"Bearer {secret}"})
     assert bad.status_code == 400 and "job" in json.loads(bad.content)
