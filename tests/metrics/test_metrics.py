@@ -142,3 +142,15 @@ def test_grafana_dashboard_uses_only_exported_metrics(teams, recording_executor)
     counters = {"tidepool_preemptions_total", "tidepool_restarts_total", "tidepool_work_lost_seconds_total"}
     assert counters <= used  # … and those, absent from a young cluster's scrape, are the exported counters' names
     assert {"tidepool_queue_wait_seconds_bucket", "tidepool_scheduler_cycle_phase_seconds_bucket"} <= exported
+
+
+def test_each_cycle_observes_every_phase_once(teams, recording_executor) -> None:
+    phases = ("housekeeping", "snapshot", "engine", "apply", "commit")
+    before = scrape()
+    schedule_once()
+    schedule_once()
+    after = scrape()
+    for phase in phases:
+        count = "tidepool_scheduler_cycle_phase_seconds_count"
+        assert value(after, count, phase=phase) - value(before, count, phase=phase) == 2, phase
+        assert value(after, "tidepool_scheduler_cycle_phase_seconds_sum", phase=phase) > 0
