@@ -23,6 +23,7 @@ from django.utils import timezone
 from django.views import View
 
 from console import charts
+from console.api_pages import job_api_context
 from console.forms import (
     IDLE_MODE_HELP,
     JobSubmitForm,
@@ -258,6 +259,7 @@ class JobDetailView(LoginRequiredMixin, View):
             "roles": list(job.roles.all()),
             "log_pods": pods,
             "idle_help": IDLE_MODE_HELP.get(job.idle_mode, ""),
+            **job_api_context(job),  # Copy as CLI / YAML, GPU chart (console/api_pages.py)
         }
         return render(request, self.template_name, context)
 

@@ -20,6 +20,7 @@ from scheduler.engine.cycle import run_cycle
 from scheduler.engine.types import Decisions
 from scheduler.loop.housekeeping import housekeeping
 from scheduler.loop.snapshot import build_snapshot
+from scheduler.metrics.cycle import PhaseClock, cycle_observed
 from scheduler.models import Job, JobRole
 from scheduler.services.scheduling import allocation_record, cycle_apply
 from scheduler.states import SCHEDULABLE_JOB_STATUSES
@@ -40,7 +41,9 @@ def schedule_once(now: datetime | None = None) -> CycleResult:
     """One full cycle. Safe to call from tests and from the loop."""
     now = now or timezone.now()
     started = time.perf_counter()
+    clock = PhaseClock()  # /metrics: tidepool_scheduler_cycle_phase_seconds (issue 14)
     housekeeping(now)
+    clock.lap("housekeeping")
     with transaction.atomic():
         jobs = list(
             Job.objects.select_for_update()
@@ -49,9 +52,14 @@ def schedule_once(now: datetime | None = None) -> CycleResult:
             .order_by("pk")
         )
         snapshot, index = build_snapshot(jobs, now)
+        clock.lap("snapshot")
         decisions = run_cycle(snapshot)
+        clock.lap("engine")
         cycle_apply(decisions=decisions, index=index, now=now)
         allocation_record(now=now)
+        clock.lap("apply")
+    clock.lap("commit")
+    cycle_observed(clock.phases)
     return CycleResult(
         admitted=len(decisions.admitted),
         preempted=len(decisions.preempted),

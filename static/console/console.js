@@ -117,6 +117,19 @@
     });
   }
 
+  /* Buttons marked data-copy="<element id>" copy that element's text to the clipboard. */
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("button[data-copy]");
+    if (!button) return;
+    var source = document.getElementById(button.dataset.copy);
+    if (!source || !navigator.clipboard) return;
+    navigator.clipboard.writeText(source.textContent).then(function () {
+      var label = button.textContent;
+      button.textContent = "Copied";
+      setTimeout(function () { button.textContent = label; }, 1500);
+    });
+  });
+
   /* Confirmation for links marked data-confirm: a dialog posting to the link's URL.
    * Without the dialog (or JS) the link opens the confirmation page instead. */
   var dialog = document.getElementById("confirm-dialog");
