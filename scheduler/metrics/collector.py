@@ -91,8 +91,8 @@ class TidepoolCollector(Collector):
         for key, count in sorted(history.preemptions.items()):
             preemptions.add_metric(list(key), count)
         lost = CounterMetricFamily(
-            "tidepool_work_lost_seconds",
-            "Run time lost to preemptions: preemption time minus the attempt's safe point (docs/metrics.md).",
+            "tidepool_work_lost_gpu_seconds",
+            "GPU time lost to preemptions: since the preempted attempt's last checkpoint (docs/metrics.md).",
             labels=labels,
         )
         for key, seconds in sorted(history.work_lost.items()):

@@ -1,6 +1,7 @@
 """Cluster-wide figures for /metrics, read at scrape time (no user: the scrape is not a person).
 
-Everything here is computed from rows that outlive processes — live pods, nodes, job events — so
+Everything here is computed from rows that outlive processes — live pods, nodes, job events and
+preemptions — so
 counters never reset when the console or scheduler restarts, and every console process agrees.
 A fixed number of queries whatever the cluster's size (docs/benchmarks.md: 10,000 jobs).
 """
@@ -14,26 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
-from django.db.models import Case, Count, F, FloatField, Func, Value, When
+from django.db.models import Case, Count, F, FloatField, Func, Sum, Value, When
 
-from scheduler.models import Job, JobEvent, Node, Pod, ResourceQuota
+from scheduler.models import Job, JobEvent, JobPreemption, Node, Pod, ResourceQuota
 from scheduler.states import LIVE_POD_STATUSES, PENDING_JOB_STATUSES, EventKind
 
 QUEUE_WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
-
-
-def preemption_cause(reason: str) -> str:
-    """A preemption's cause, as a label: reclaim, priority, drain, shutdown or other."""
-    text = reason.lower()
-    if text.startswith("reclaimed by quota"):
-        return "reclaim"
-    if "higher-priority" in text:
-        return "priority"
-    if "drained" in text:
-        return "drain"
-    if "stopped" in text or "restarted" in text or "shut" in text:
-        return "shutdown"
-    return "other"
 
 
 def failure_cause(reason: str) -> str:
@@ -69,19 +56,19 @@ class JobHistory:
     restarts: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))
 
 
-HISTORY_KINDS = (
-    EventKind.QUEUED, EventKind.ADMITTED, EventKind.PREEMPTED, EventKind.ATTEMPT_FAILED, EventKind.RESTARTING,
-)
+HISTORY_KINDS = (EventKind.QUEUED, EventKind.ADMITTED, EventKind.ATTEMPT_FAILED, EventKind.RESTARTING)
 
 
 def job_history() -> JobHistory:
-    """Long because: one pass over the events of every job, in time order per job, feeds four figures.
+    """Long because: one pass over the events of every job, in time order per job, feeds the queue-wait
+    histogram and the restart counters; preemptions come from their own rows.
 
-    - queue wait: from a job's latest "queued" to its next "admitted" (a restart counts its own wait);
-    - preemptions by cause, and the work each lost: the preemption's time minus the attempt's safe
-      point — its last checkpoint when the job still reports it for that attempt, else the admission
-      (then an upper bound: docs/metrics.md);
-    - restarts by cause: each automatic restart, by what ended the attempt before it.
+    - queue wait: from a job's latest "queued" to its next "admitted" (a restart or a preemption's
+      requeue counts its own wait);
+    - restarts by cause: each automatic restart after a failure, by what ended the attempt before it
+      (a preemption is not a restart: DESIGN §3);
+    - preemptions by kind and the GPU time each lost since its attempt's last checkpoint, from
+      JobPreemption (measured when the pods have exited).
 
     The events are read as raw rows (the SQL is Django's): converting 10,000 jobs' timelines to
     model values would cost most of a scrape's budget (docs/benchmarks.md).
@@ -93,48 +80,37 @@ def job_history() -> JobHistory:
     job_id = None
     queued_at: float | None = None
     admitted_at: float | None = None
-    attempts = 0
     cause = "pod_failed"
     labels = ("", "")
-    preempted: list[tuple[int, int, float, float, tuple[str, str, str]]] = []
     rows = events.annotate(
         at=EpochSeconds("time"),
         # Only a cause needs its text: leaving the others' out halves what a scrape transfers.
-        why=Case(When(kind__in=(EventKind.PREEMPTED, EventKind.ATTEMPT_FAILED), then=F("reason")), default=Value("")),
+        why=Case(When(kind=EventKind.ATTEMPT_FAILED, then=F("reason")), default=Value("")),
     ).values_list("job_id", "kind", "at", "why")
     for row_job, kind, at, reason in _raw(rows):
         if row_job != job_id:
-            job_id, queued_at, admitted_at, attempts, cause = row_job, None, None, 0, "pod_failed"
+            job_id, queued_at, admitted_at, cause = row_job, None, None, "pod_failed"
             labels = job_quota.get(job_id, ("", ""))
         if kind == EventKind.QUEUED:
             queued_at = at
         elif kind == EventKind.ADMITTED:
-            attempts += 1
             admitted_at = at
             if queued_at is not None:
                 wait = admitted_at - queued_at
                 history.queue_wait.setdefault(labels, Histogram(QUEUE_WAIT_BUCKETS)).observe(max(0.0, wait))
                 queued_at = None
-        elif kind == EventKind.PREEMPTED:
-            cause = preemption_cause(reason)
-            key = (*labels, cause)
-            history.preemptions[key] += 1
-            if admitted_at is not None:
-                preempted.append((job_id, attempts, admitted_at, at, key))
         elif kind == EventKind.ATTEMPT_FAILED:
             cause = failure_cause(reason)
         elif kind == EventKind.RESTARTING:
             history.restarts[(*labels, cause)] += 1
-    progress = {
-        pk: (attempt, report)
-        for pk, attempt, report in Job.objects.filter(pk__in={p[0] for p in preempted}).values_list(
-            "pk", "attempt", "progress"
-        )
-    }
-    for pk, attempt, start, end, key in preempted:
-        current, report = progress.get(pk, (None, {}))
-        safe = _checkpoint_of_attempt(report, attempt, current, start, end)
-        history.work_lost[key] += max(0.0, end - safe)
+    # Preemptions and the work each lost are recorded once per preemption (JobPreemption, settled when
+    # the pods have exited): counted apart from failures (DESIGN §3), by kind.
+    rows = JobPreemption.objects.values_list("job__quota__resource_type", "job__quota__name", "kind").annotate(
+        n=Count("id"), lost=Sum("lost_gpu_seconds")
+    )
+    for pool, quota, kind, count, lost in rows:
+        history.preemptions[(pool, quota, kind)] += count
+        history.work_lost[(pool, quota, kind)] += lost or 0.0
     return history
 
 
@@ -159,18 +135,6 @@ class EpochSeconds(Func):
         if connection.vendor == "sqlite":
             return super().as_sql(compiler, connection, template="((julianday(%(expressions)s) - 2440587.5) * 86400.0)", **extra)
         return super().as_sql(compiler, connection, template="UNIX_TIMESTAMP(%(expressions)s)", **extra)
-
-
-def _checkpoint_of_attempt(progress: dict, attempt: int, current: int | None, start: float, end: float) -> float:
-    """The attempt's safe point (epoch seconds): its last checkpoint when the job's progress is still
-    that attempt's report, else its admission."""
-    if not progress or current != attempt or progress.get("attempt") not in (None, attempt):
-        return start
-    try:
-        checkpoint = float(progress.get("last_checkpoint_at"))  # epoch seconds (scheduler/node/runtime/progress.py)
-    except (TypeError, ValueError):
-        return start
-    return checkpoint if start <= checkpoint <= end else start
 
 
 @dataclass(frozen=True)
