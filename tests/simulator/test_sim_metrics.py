@@ -18,8 +18,9 @@ def test_percentile_interpolates_between_order_statistics():
 
 
 def test_summary_of_values_and_of_nothing():
-    assert summary([30, 0, 0]) == {"n": 3, "mean": 10.0, "median": 0.0, "p95": 27.0, "max": 30.0}
-    assert summary([]) == {"n": 0, "mean": None, "median": None, "p95": None, "max": None}
+    # p99: rank (3 - 1) * 0.99 = 1.98 -> 0 + 0.98 * 30 = 29.4.
+    assert summary([30, 0, 0]) == {"n": 3, "mean": 10.0, "median": 0.0, "p95": 27.0, "p99": 29.4, "max": 30.0}
+    assert summary([]) == {"n": 0, "mean": None, "median": None, "p95": None, "p99": None, "max": None}
 
 
 # 8 GPUs from 0 to 100, 16 from 100 to 250, none after.

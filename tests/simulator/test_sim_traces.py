@@ -5,21 +5,18 @@ from __future__ import annotations
 import pytest
 
 from scheduler.engine.types import CPU, MEMORY, Node, gpu_key
-from scheduler.simulator.traces import (
-    TraceError,
+from scheduler.simulator.clusters import (
     load_cluster_yaml,
-    load_jobs_csv,
     load_openb_nodes,
-    load_philly_jobs,
     load_philly_vcs,
     openb_cluster,
     philly_cluster,
-    pod_sizes,
     scale_cluster,
     scale_nodes,
     scaled_count,
     shared_quotas,
 )
+from scheduler.simulator.traces import TraceError, load_jobs_csv, load_philly_jobs, pod_sizes
 
 P100 = gpu_key("P100")
 
@@ -188,23 +185,48 @@ def test_cluster_yaml_unknown_parent_is_an_error(tmp_path):
         load_cluster_yaml(path)
 
 
-def test_scale_cluster_rounds_quotas_to_whole_nodes_and_fits_children(tmp_path):
+def test_scale_cluster_keeps_every_guarantee_at_least_its_share(tmp_path):
     cluster = load_cluster_yaml(write(tmp_path, "cluster.yaml", CLUSTER_YAML))
     half = scale_cluster(cluster, 0.5)
     # Nodes: ceil(3 * 0.5) = 2 A100 nodes, ceil(0.5) = 1 T4 node.
     assert [n.name for n in half.nodes] == ["big-0", "big-1", "small"]
+    assert half.description == "cluster.yaml: 3 nodes, 18 GPUs (scale 0.5 of 4 nodes)"
     quotas = {q.name: q for q in half.quotas}
     # The root is the scaled capacity: 16 A100, 2 T4, 2 x 96 cores, 2 x 768 GiB.
     assert quotas["root"].min == {gpu_key("A100"): 16, gpu_key("T4"): 2, CPU: 192000, MEMORY: 1536 * 1024}
-    # team-a 16 A100 = 2 nodes -> 1 node = 8; team-b 8 A100 = 1 node -> ceil(0.5) = 1 node = 8;
-    # T4 2 = 1 node -> 1 node = 2. Children 8 + 8 = 16 A100: fit the root, nothing trimmed.
+    # Children: each amount times 0.5, rounded up to a whole GPU: 16 -> 8; 8 -> 4, 2 T4 -> 1.
     assert quotas["team-a"].min == {gpu_key("A100"): 8}
-    assert quotas["team-b"].min == {gpu_key("A100"): 8, gpu_key("T4"): 2}
-    # max 20 A100 -> ceil(20 / 8) = 3 nodes -> ceil(1.5) = 2 nodes = 16.
-    assert quotas["team-a"].max == {gpu_key("A100"): 16}
-    # At 0.1 every rounding goes up: root 1 A100 node (8), team-a 1 node, team-b 1 node -> 16 > 8,
-    # so the later child (team-b) gives back 8.
+    assert quotas["team-b"].min == {gpu_key("A100"): 4, gpu_key("T4"): 1}
+    assert quotas["team-a"].max == {gpu_key("A100"): 10}
+    # At 0.1: one A100 node (8); team-a ceil(1.6) = 2, team-b ceil(0.8) = 1 and ceil(0.2) = 1 T4:
+    # every guarantee at least its share (the old whole-node rounding gave team-b 0).
     tenth = {q.name: q for q in scale_cluster(cluster, 0.1).quotas}
     assert tenth["root"].min[gpu_key("A100")] == 8
-    assert tenth["team-a"].min[gpu_key("A100")] == 8
-    assert tenth["team-b"].min[gpu_key("A100")] == 0
+    assert tenth["team-a"].min[gpu_key("A100")] == 2
+    assert tenth["team-b"].min == {gpu_key("A100"): 1, gpu_key("T4"): 1}
+
+
+def test_scale_cluster_raises_parents_and_adds_nodes_when_rounded_shares_do_not_fit(tmp_path):
+    # Ten teams of one 8-GPU G2 node each (the openb case: many quotas sharing a model), and a
+    # nested pair under `mid`.
+    teams = "".join(f"  - {{name: t{i}, parent: root, min: {{gpus: {{G2: 8}}}}}}\n" for i in range(9))
+    text = (
+        "nodes:\n  - {name: g, gpu_type: G2, gpus: 8, count: 10}\n"
+        "quotas:\n  - {name: root, min: {gpus: {G2: 80}}}\n" + teams
+        + "  - {name: mid, parent: root, min: {gpus: {G2: 8}}}\n"
+        "  - {name: c1, parent: mid, min: {gpus: {G2: 4}}}\n"
+        "  - {name: c2, parent: mid, min: {gpus: {G2: 4}}}\n"
+    )
+    cluster = load_cluster_yaml(write(tmp_path, "many.yaml", text))
+    scaled = scale_cluster(cluster, 0.3)
+    quotas = {q.name: q.min.get(gpu_key("G2"), 0) for q in scaled.quotas}
+    # t0..t8: ceil(8 x 0.3) = ceil(2.4) = 3 each. c1, c2: ceil(1.2) = 2 each, so mid (ceil(2.4) = 3)
+    # is raised to 4. The root's children ask 9 x 3 + 4 = 31 GPUs; ceil(10 x 0.3) = 3 nodes hold
+    # 24, so one copy of g-0 is added: 4 nodes, 32 GPUs.
+    assert [quotas[f"t{i}"] for i in range(9)] == [3] * 9
+    assert (quotas["c1"], quotas["c2"], quotas["mid"]) == (2, 2, 4)
+    assert [n.name for n in scaled.nodes] == ["g-0", "g-1", "g-2", "g-0+1"]
+    assert quotas["root"] == 32
+    assert scaled.description == (
+        "many.yaml: 4 nodes, 32 GPUs (scale 0.3 of 10 nodes; 1 node(s) added so that the guarantees fit)"
+    )
