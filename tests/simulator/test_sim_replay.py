@@ -224,7 +224,7 @@ def random_trace(seed: int, count: int = 70) -> list[TraceJob]:
     return jobs
 
 
-@pytest.mark.parametrize("policy", ["strict", "idle", "pool"])
+@pytest.mark.parametrize("policy", ["fifo", "strict", "idle", "pool"])
 @pytest.mark.parametrize(("seed", "cycle_s"), [(1, 10.0), (2, 0.0), (3, 30.0)])
 def test_pruning_and_skipping_change_no_decision(policy, seed, cycle_s):
     """The fast path (pruned snapshots, skipped calls) gives exactly what the engine decides when it
