@@ -80,3 +80,36 @@ def test_module_entry_point_runs_one_policy_without_django(user_files, capsys):
     assert closing["policies"]["pool"]["cycle_s"] == 0.0
     assert captured.err == ""
     assert main(["--trace", str(jobs), "--cluster", str(cluster), "--policy", "lifo", "--quiet"]) == 2
+
+
+def test_sweep_replays_every_policy_at_every_scale_into_one_report(user_files, capsys):
+    jobs, cluster, report = user_files
+    code = main(
+        ["--trace", str(jobs), "--cluster", str(cluster), "--policy", "fifo,idle", "--sweep",
+         "--sweep-scales", "1,0.5", "--report", str(report), "--quiet", *FREE_CHECKPOINTS]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    closing = json.loads(out.strip().splitlines()[-1])
+    # Scale 1: two 8-GPU nodes; 0.5: one node (ceil(2 x 0.5)), team quotas 4 GPUs each.
+    assert [(s["scale"], s["gpus"], list(s["policies"])) for s in closing["sweep"]] == [
+        (1.0, 16, ["fifo", "idle"]), (0.5, 8, ["fifo", "idle"]),
+    ]
+    # At 0.5 no 8-GPU job fits a 4-GPU guarantee: fifo starts none, idle runs all three on idle capacity.
+    half = closing["sweep"][1]["policies"]
+    assert half["fifo"]["never_started"] == 3 and half["idle"]["never_started"] == 0
+    assert "cluster.yaml: 1 nodes, 8 GPUs (scale 0.5 of 2 nodes)" in out
+    page = report.read_text()
+    assert page.count("<script") >= 3 and "<script src=" not in page  # inline Plotly, works offline
+    assert "Across scales" in page and "Scale 0.5" in page and "By job size" in page and "By quota" in page
+
+
+def test_window_replays_only_the_jobs_submitted_inside_it(user_files, capsys):
+    jobs, cluster, report = user_files
+    args = ["--trace", str(jobs), "--cluster", str(cluster), "--policy", "strict", "--report", str(report), "--quiet"]
+    assert main([*args, "--window", "500", "1h"]) == 0
+    closing = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert closing["jobs"] == 1 and closing["window"] == ["500", "1h"]  # b1, submitted at 1000
+    assert main([*args, "--window", "2000", "3000"]) == 2
+    assert "no jobs in that window" in capsys.readouterr().err
+    assert main([*args, "--window", "soon", "later"]) == 2

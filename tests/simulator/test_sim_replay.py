@@ -7,6 +7,7 @@ an event's time, or 10 s after the previous cycle if that is later.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -64,6 +65,14 @@ def test_strict_keeps_each_team_to_its_guarantee():
     # Delivered: 8 GPUs x (3600 + 3600 + 1000) s = 65,600 GPU-s = 18.222 GPU-h.
     assert f["gpu_hours_delivered"] == pytest.approx(65600 / 3600, abs=1e-3)
     assert (f["preemptions"], f["gpu_hours_lost"], f["reclaim_latency_s"]["n"]) == (0, 0, 0)
+    # Slowdowns: a1 3600 / 3600 = 1, a2 7200 / 3600 = 2, b1 1000 / 1000 = 1. Per quota: a 1.5, b 1:
+    # Jain (1.5 + 1)^2 / (2 x (2.25 + 1)) = 6.25 / 6.5 = 0.9615.
+    assert f["slowdown"]["mean"] == pytest.approx(4 / 3, abs=1e-3)
+    assert {q: v["slowdown"]["mean"] for q, v in f["by_quota"].items()} == {"a": 1.5, "b": 1.0}
+    assert f["jain_slowdown"] == 0.9615
+    # All three are 8-GPU jobs.
+    assert f["by_size"]["5–8"]["n"] == 3 and f["by_size"]["5–8"]["wait_s"]["p95"] == 3240.0
+    assert f["by_size"]["1"]["n"] == 0 and f["by_size"]["1"]["wait_s"]["p95"] is None
 
 
 def test_idle_borrows_then_gives_back_with_one_preemption():
@@ -240,3 +249,23 @@ def test_pruning_and_skipping_change_no_decision(policy, seed, cycle_s):
     assert fast.engine_calls <= exact.engine_calls
     if policy == "idle":
         assert fast.preemptions > 0  # the traces do exercise reclaim
+
+
+def test_cpu_and_memory_of_jobs_constrain_placement():
+    # One node of 8 GPUs but 16 cores and 64 GiB: two 1-GPU jobs of 10 cores cannot run together,
+    # nor can two of 40 GiB; without CPU or memory asked, all four would start at 0.
+    on = Cluster(
+        nodes=(Node(name="n0", gpu_type="A100", gpus=8, cpu_m=16000, memory_mib=64 * 1024),),
+        quotas=(Quota(name="root", parent=None),),
+    )
+    jobs = [
+        TraceJob(name="c1", quota="t", submit_s=0, duration_s=100, gpus=1, cpu_m=10000),
+        TraceJob(name="c2", quota="t", submit_s=0, duration_s=100, gpus=1, cpu_m=10000),
+        TraceJob(name="m1", quota="t", submit_s=0, duration_s=100, gpus=1, memory_mib=40 * 1024),
+        TraceJob(name="m2", quota="t", submit_s=0, duration_s=100, gpus=1, memory_mib=40 * 1024),
+    ]
+    _, by_name, _ = run("pool", jobs, on)
+    # c1 and m1 start at 0 (10 cores + 40 GiB fit); c2 and m2 when they end at 100.
+    assert {n: j.first_start_s for n, j in by_name.items()} == {"c1": 0, "c2": 100, "m1": 0, "m2": 100}
+    _, by_name, _ = run("pool", [replace(j, cpu_m=0, memory_mib=0) for j in jobs], on)
+    assert {j.first_start_s for j in by_name.values()} == {0}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
 from scheduler.engine.types import CPU, MEMORY, Node, gpu_key
@@ -16,7 +18,14 @@ from scheduler.simulator.clusters import (
     scaled_count,
     shared_quotas,
 )
-from scheduler.simulator.traces import TraceError, load_jobs_csv, load_philly_jobs, pod_sizes
+from scheduler.simulator.traces import (
+    TraceError,
+    cut_window,
+    load_jobs_csv,
+    load_philly_jobs,
+    pod_resources,
+    pod_sizes,
+)
 
 P100 = gpu_key("P100")
 
@@ -230,3 +239,53 @@ def test_scale_cluster_raises_parents_and_adds_nodes_when_rounded_shares_do_not_
     assert scaled.description == (
         "many.yaml: 4 nodes, 32 GPUs (scale 0.3 of 10 nodes; 1 node(s) added so that the guarantees fit)"
     )
+
+
+def test_jobs_csv_cpu_and_memory_columns_split_over_pods_like_gpus(tmp_path):
+    path = write(
+        tmp_path,
+        "jobs.csv",
+        "name,quota,submit_s,duration_s,gpus,gpu_type,priority,idle,cpu,memory_gib\n"
+        "big,t,0,10,12,,,,30,1.5\n"
+        "old,t,1,10,1,,,,,\n",
+    )
+    big, old = load_jobs_csv(path)
+    assert (big.cpu_m, big.memory_mib) == (30000, 1536)
+    assert (old.cpu_m, old.memory_mib) == (0, 0)  # empty cells: no CPU or memory asked, as before
+    # 12 GPUs = 8 + 4 on 8-GPU nodes; 30 cores and 1536 MiB split 2 : 1.
+    assert pod_resources(12, 30000, 1536, 8) == ((8, 20000, 1024), (4, 10000, 512))
+    # Floors first, the units left over go to the first pods: 10 millicores over 3 x 1 GPU.
+    assert pod_resources(3, 10, 0, 1) == ((1, 4, 0), (1, 3, 0), (1, 3, 0))
+    assert pod_resources(0, 500, 64, 8) == ((0, 500, 64),)
+    bad = write(tmp_path, "bad.csv", "name,quota,submit_s,duration_s,gpus,cpu\na,t,0,1,1,-2\n")
+    with pytest.raises(TraceError, match="bad.csv:2: cpu and memory_gib"):
+        load_jobs_csv(bad)
+
+
+def test_a_window_keeps_jobs_submitted_inside_it_and_restarts_the_clock(tmp_path):
+    path = write(
+        tmp_path, "jobs.csv",
+        "name,quota,submit_s,duration_s,gpus\na,t,1000,5,1\nb,t,1100,5,1\nc,t,1500,5,1\nd,t,2000,5,1\n",
+    )
+    # Seconds from the file's first submission (1000): [100, 1000) keeps b (100) and c (500).
+    jobs = load_jobs_csv(path, window=(100, 1000))
+    assert [(j.name, j.submit_s) for j in jobs] == [("b", 0.0), ("c", 400.0)]
+    assert [j.name for j in load_jobs_csv(path, window=(100, None), limit=1)] == ["b"]
+    assert cut_window(load_jobs_csv(path), None, 500) == load_jobs_csv(path, limit=2)
+    with pytest.raises(TraceError, match="a window by date needs"):
+        load_jobs_csv(path, window=(datetime(2017, 10, 1), None))
+
+
+def test_a_philly_window_by_date_keeps_names_of_the_whole_file(tmp_path):
+    path = write(
+        tmp_path,
+        "philly.csv",
+        "timestamp,duration,num_gpus,gpu_time,cluster\n"
+        "2017-09-30 23:00:00,10.0,1,10.0,a\n"
+        "2017-10-01 00:30:00,20.0,2,40.0,b\n"
+        "2017-10-02 00:00:00,30.0,4,120.0,a\n",
+    )
+    jobs = load_philly_jobs(path, window=(datetime(2017, 10, 1), datetime(2017, 10, 2)))
+    assert [(j.name, j.submit_s, j.gpus) for j in jobs] == [("p00001", 0.0, 2)]
+    # The same in seconds from the first submission: 3600 (one hour later) to 90000.
+    assert load_philly_jobs(path, window=(3600, 90000)) == jobs
