@@ -15,7 +15,8 @@
 - Slowdown (bounded): (completion - submission) / max(duration, 10 s); for a job that never
   finished, (end of the replay - submission + duration) / max(duration, 10 s), a lower bound.
 - By job size (GPUs: 1, 2-4, 5-8, 9-16, 17-31, 32+) and by quota: wait and slowdown, mean, p50,
-  p95, p99 and max. Jain's fairness index of the per-quota mean slowdowns:
+  p95, p99 and max; per quota also the p95 wait of each job size it submitted (the starvation
+  check: a quota's 32+-GPU jobs against its 1-GPU jobs). Jain's fairness index of the per-quota mean slowdowns:
   (sum x)^2 / (n sum x^2), 1 when every quota's jobs are slowed alike, 1/n at worst.
 - GPU-hours lost to preemption: redone work, grace periods and restart overhead.
 - Reclaim latency: for runs that had to reclaim (were nominated), the time from entering the queue
@@ -124,6 +125,9 @@ def by_quota(jobs: Sequence[JobOutcome], end_s: float) -> dict[str, dict]:
         figures["useful_gpu_h"] = _round(sum(j.useful_gpu_s for j in members) / 3600)
         figures["redone_gpu_h"] = _round(sum(j.redone_gpu_s for j in members) / 3600)
         figures["preemptions"] = sum(j.preemptions for j in members)
+        figures["wait_p95_by_size_s"] = {
+            label: group["wait_s"]["p95"] for label, group in by_size(members, end_s).items() if group["n"]
+        }
         out[team] = figures
     return out
 

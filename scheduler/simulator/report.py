@@ -140,7 +140,8 @@ def quota_table(figures: Mapping[str, dict]) -> str:
             cells.append(
                 f"n {q['n']:,}; wait mean {duration(q['wait_s']['mean'])}, p95 {duration(q['wait_s']['p95'])}, "
                 f"max {duration(q['wait_s']['max'])}; slowdown mean {_ratio(q['slowdown']['mean'])}; "
-                f"redone {q['redone_gpu_h']:,.1f} GPU-h; {q['preemptions']:,} preemptions"
+                f"redone {q['redone_gpu_h']:,.1f} GPU-h; {q['preemptions']:,} preemptions; p95 wait by size: "
+                + ", ".join(f"{size} {duration(p95)}" for size, p95 in q["wait_p95_by_size_s"].items())
             )
         rows.append((quota, cells))
     return _grid(list(figures), rows)

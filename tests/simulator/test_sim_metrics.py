@@ -113,4 +113,7 @@ def test_groups_by_size_and_quota():
     quotas = by_quota(jobs, end_s=400)
     # a: slowdowns 1 and 4 -> mean 2.5; b: 2. Jain (2.5 + 2)^2 / (2 x (6.25 + 4)) = 20.25 / 20.5.
     assert (quotas["a"]["slowdown"]["mean"], quotas["b"]["slowdown"]["mean"]) == (2.5, 2.0)
+    # Per quota and size, the p95 wait: a's one 1-GPU job waited 0, its 32-GPU job 300.
+    assert quotas["a"]["wait_p95_by_size_s"] == {"1": 0.0, "32+": 300.0}
+    assert quotas["b"]["wait_p95_by_size_s"] == {"1": 100.0}
     assert jain([2.5, 2.0]) == pytest.approx(20.25 / 20.5)
