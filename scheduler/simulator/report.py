@@ -1,7 +1,7 @@
 """A self-contained HTML report of replays at one or more scales (Plotly's JavaScript embedded: works offline).
 
-Tables: per scale, the figures of every policy, waits and slowdowns by job size, and per-quota
-figures; with more than one scale, a comparison across scales. Charts: charts.py.
+With more than one scale, a comparison across scales comes first; then the charts (charts.py);
+then, per scale, the figures of every policy, waits and slowdowns by job size, and per-quota figures.
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ def write_report(path: Path | str, sweep: Sequence[Scaled], title: str, details:
         pio.to_html(chart, include_plotlyjs=(i == 0), full_html=False, config={"displaylogo": False})
         for i, chart in enumerate(charts)
     ]
+    summary = "<h2>Across scales</h2>" + sweep_table(sweep) if len(sweep) > 1 else ""
     tables = []
-    if len(sweep) > 1:
-        tables.append("<h2>Across scales</h2>" + sweep_table(sweep))
     for scaled in sweep:
         tables.append(f"<h2>Scale {scaled.scale:g}</h2>" + figure_table(scaled.figures))
         tables.append(f"<h3>By job size, scale {scaled.scale:g}</h3>" + size_table(scaled.figures))
@@ -37,6 +36,7 @@ def write_report(path: Path | str, sweep: Sequence[Scaled], title: str, details:
     page = _PAGE.format(
         title=html.escape(title),
         details="".join(f"<li>{html.escape(line)}</li>" for line in details),
+        summary=summary,
         tables="\n".join(tables),
         charts="\n".join(f'<div class="chart">{part}</div>' for part in parts),
     )
@@ -181,7 +181,8 @@ tbody th {{ text-align: left; font-weight: normal; color: #555; }}
 <body>
 <h1>{title}</h1>
 <ul>{details}</ul>
-{tables}
+{summary}
 {charts}
+{tables}
 </body></html>
 """
