@@ -144,15 +144,17 @@ def shared_quotas(nodes: Sequence[Node], weights: Mapping[str, int], root: str) 
 
 
 def openb_cluster(nodes: Sequence[Node], vc_nodes: Mapping[str, int], scale: float = 1.0) -> Cluster:
-    """The openb inventory (scaled) shared among Philly's VCs in proportion to their sizes."""
-    scaled = scale_nodes(nodes, scale)
-    weights = {vc: scaled_count(n, scale) for vc, n in vc_nodes.items()}
-    gpus = sum(node.gpus for node in scaled)
-    return Cluster(
-        nodes=scaled,
-        quotas=shared_quotas(scaled, weights, PHILLY_ROOT),
-        description=f"openb: {len(scaled)} nodes, {gpus} GPUs shared by {len(weights)} VCs (scale {scale:g})",
-    )
+    """The openb inventory shared among Philly's VCs in proportion to their sizes, then scaled.
+
+    The whole inventory is shared first (`shared_quotas`), then scaled like a cluster file
+    (`scale_cluster`), so each VC keeps at least its scaled share of every GPU model.
+    """
+    full = Cluster(nodes=tuple(nodes), quotas=shared_quotas(nodes, vc_nodes, PHILLY_ROOT), source="openb")
+    scaled = scale_cluster(full, scale)
+    vcs = f"shared by {len(vc_nodes)} VCs"
+    if scale == 1:
+        return replace(scaled, description=f"openb: {len(nodes)} nodes, {scaled.total_gpus} GPUs {vcs}")
+    return replace(scaled, description=scaled.description.replace(" GPUs (", f" GPUs {vcs} (", 1))
 
 
 def load_cluster_yaml(path: Path | str) -> Cluster:

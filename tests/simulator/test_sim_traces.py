@@ -289,3 +289,28 @@ def test_a_philly_window_by_date_keeps_names_of_the_whole_file(tmp_path):
     assert [(j.name, j.submit_s, j.gpus) for j in jobs] == [("p00001", 0.0, 2)]
     # The same in seconds from the first submission: 3600 (one hour later) to 90000.
     assert load_philly_jobs(path, window=(3600, 90000)) == jobs
+
+
+def test_openb_scaled_keeps_every_vc_at_least_its_share_of_every_model(tmp_path):
+    path = write(
+        tmp_path,
+        "openb.csv",
+        "sn,cpu_milli,memory_mib,gpu,model\n"
+        "n0,64000,262144,2,P100\nn1,64000,262144,2,P100\nn2,64000,262144,2,P100\n"
+        "n3,96000,786432,8,G2\n",
+    )
+    nodes = load_openb_nodes(path)
+    # Whole inventory (as in the test above): a P100 5, G2 6; b P100 1, G2 2. At 0.25: one P100 node
+    # (ceil(0.75)) and the G2 node; a ceil(1.25) = 2 P100 and ceil(1.5) = 2 G2, b 1 and 1. The VCs
+    # ask 3 P100 of 2, so a copy of n0 is added.
+    cluster = openb_cluster(nodes, {"a": 3, "b": 1}, 0.25)
+    quotas = {q.name: {k: v for k, v in q.min.items() if k.startswith("gpu:")} for q in cluster.quotas}
+    assert quotas == {
+        "philly": {P100: 4, gpu_key("G2"): 8},
+        "a": {P100: 2, gpu_key("G2"): 2},
+        "b": {P100: 1, gpu_key("G2"): 1},
+    }
+    assert [n.name for n in cluster.nodes] == ["n0", "n3", "n0+1"]
+    assert cluster.description == (
+        "openb: 3 nodes, 12 GPUs shared by 2 VCs (scale 0.25 of 4 nodes; 1 node(s) added so that the guarantees fit)"
+    )
