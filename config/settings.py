@@ -19,6 +19,10 @@
 | TIDEPOOL_HANG_TIMEOUT | 0 | Seconds without progress report before a running job restarts (0: off). |
 | TIDEPOOL_DATA_DIR | <project>/var | Pod logs, progress files, default checkpoint directories. |
 | TIDEPOOL_HTTPS | 1 when DEBUG=0 | Secure cookies, HSTS and HTTPS redirect. |
+| TIDEPOOL_METRICS_TOKEN | (empty) | `Authorization: Bearer <token>` may scrape /metrics (docs/metrics.md). |
+| TIDEPOOL_METRICS_ALLOW | 127.0.0.1/32,::1/128 | Networks that may scrape /metrics without the token. |
+| TIDEPOOL_SCHEDULER_METRICS_PORT | (unset) | `run_scheduler` serves its cycle histogram (Prometheus) on this port. |
+| TIDEPOOL_SCHEDULER_METRICS_ADDR | 127.0.0.1 | The address that port listens on. |
 
 Node workers (`celery -A config worker -Q node.<name>`) also read:
 
@@ -31,6 +35,7 @@ Node workers (`celery -A config worker -Q node.<name>`) also read:
 | TIDEPOOL_NODE_MEMORY_GIB | this host's memory | Declared memory in GiB. |
 | TIDEPOOL_NODE_RESOURCE_TYPE | general | The node's pool: `general` or `lingjun`. |
 | TIDEPOOL_NODE_ADDRESS | 127.0.0.1 | Address other nodes reach this one at (MASTER_ADDR of rank 0). |
+| TIDEPOOL_GPU_SAMPLE_SECONDS | 60 | At most one NVML sample round per node this often (GPU use per job). |
 """
 
 from __future__ import annotations
@@ -77,6 +82,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and ReDoc served from here: no CDN
     "channels",
     "scheduler",
     "console",
@@ -190,6 +197,25 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Tidepool API",
+    "DESCRIPTION": "GPU-cluster jobs, quotas and nodes (docs/api.md). Authenticate with "
+    "`Authorization: Bearer <personal API token>` or the console's session (with its CSRF token).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "PREPROCESSING_HOOKS": ["scheduler.api.v1.schema.only_v1"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "scheduler.api.v1.schema.describe_fields",
+    ],
+    "ENUM_NAME_OVERRIDES": {"JobTypeEnum": "scheduler.models.JobType", "IdleModeEnum": "scheduler.models.IdleMode"},
 }
 
 TIDEPOOL_EXECUTOR = os.environ.get("TIDEPOOL_EXECUTOR", "local")
@@ -203,6 +229,8 @@ TIDEPOOL_HEARTBEAT_SECONDS = float(os.environ.get("TIDEPOOL_HEARTBEAT_SECONDS", 
 TIDEPOOL_RESTART_BACKOFF_BASE = float(os.environ.get("TIDEPOOL_RESTART_BACKOFF_BASE", "5"))
 TIDEPOOL_RESTART_BACKOFF_CAP = float(os.environ.get("TIDEPOOL_RESTART_BACKOFF_CAP", "300"))
 TIDEPOOL_HANG_TIMEOUT = float(os.environ.get("TIDEPOOL_HANG_TIMEOUT", "0"))
+TIDEPOOL_METRICS_TOKEN = os.environ.get("TIDEPOOL_METRICS_TOKEN", "")
+TIDEPOOL_METRICS_ALLOW = env_list("TIDEPOOL_METRICS_ALLOW", "127.0.0.1/32,::1/128")
 TIDEPOOL_DATA_DIR = Path(os.environ.get("TIDEPOOL_DATA_DIR", str(BASE_DIR / "var")))
 
 
@@ -224,6 +252,9 @@ TIDEPOOL_NODE_RESOURCE_TYPE = os.environ.get("TIDEPOOL_NODE_RESOURCE_TYPE", "gen
 if TIDEPOOL_NODE_RESOURCE_TYPE not in {"general", "lingjun"}:
     raise ImproperlyConfigured(f"TIDEPOOL_NODE_RESOURCE_TYPE={TIDEPOOL_NODE_RESOURCE_TYPE!r}: use 'general' or 'lingjun'.")
 TIDEPOOL_NODE_ADDRESS = os.environ.get("TIDEPOOL_NODE_ADDRESS", "127.0.0.1")
+TIDEPOOL_SCHEDULER_METRICS_PORT = env_int("TIDEPOOL_SCHEDULER_METRICS_PORT")
+TIDEPOOL_GPU_SAMPLE_SECONDS = float(os.environ.get("TIDEPOOL_GPU_SAMPLE_SECONDS", "60"))
+TIDEPOOL_SCHEDULER_METRICS_ADDR = os.environ.get("TIDEPOOL_SCHEDULER_METRICS_ADDR", "127.0.0.1")
 
 TIDEPOOL_HTTPS = env_bool("TIDEPOOL_HTTPS", not DEBUG)
 if TIDEPOOL_HTTPS:

@@ -9,18 +9,19 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable, Mapping
-from decimal import Decimal
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.forms import BaseFormSet, formset_factory
 
-from scheduler.models import IdleMode, Job, JobType, ResourceQuota, ResourceType, Workspace
+from scheduler.models import GRACE_SECONDS_MAX, IdleMode, Job, JobType, ResourceQuota, ResourceType, Workspace
 from scheduler.selectors import QuotaChoice, gpu_models_by_pool, quota_choices, user_workspaces
 from scheduler.services.jobs import NAME_PATTERN
+from scheduler.services.quotas import pool_share_per_gpu
 
 ENV_LINE = re.compile(r"^\s*([^=\s]+)\s*=(.*)$")
 ROLE_ERROR_KEY = re.compile(r"^roles\[(\d+)\]\.(\w+)$")
@@ -116,7 +117,16 @@ class JobSubmitForm(forms.Form):
         required=False,
         help_text="Restart the job automatically after a preemption, a failed instance or a lost node.",
     )
-    max_restarts = forms.IntegerField(label="Max restarts", min_value=0, initial=3)
+    max_restarts = forms.IntegerField(
+        label="Max restarts", min_value=0, initial=3,
+        help_text="Restarts after failures (a failed instance, a lost node, a hang), each after a backoff. "
+        "Preemptions use none: a preempted job resumes at once.",
+    )
+    grace_seconds = forms.FloatField(
+        label="Grace period (seconds)", required=False, min_value=0, max_value=GRACE_SECONDS_MAX,
+        help_text=f"Between SIGTERM and SIGKILL when the job is preempted or stopped: time to save a checkpoint "
+        f"(0–{GRACE_SECONDS_MAX:,}). Empty: the cluster default.",
+    )
     checkpoint_dir = forms.CharField(
         label="Checkpoint directory",
         max_length=255,
@@ -132,6 +142,8 @@ class JobSubmitForm(forms.Form):
         self.fields["quota"].choices = [(c.quota.pk, c.quota.name) for c in self.quota_options]
         if not self.is_bound and not self.initial.get("token"):
             self.initial["token"] = uuid.uuid4()
+        default = settings.TIDEPOOL_GRACE_SECONDS
+        self.fields["grace_seconds"].widget.attrs["placeholder"] = f"{default:g} (cluster default)"
 
     def clean_name(self) -> str:
         # The service checks this too; checking here as well shows it together with the other errors.
@@ -175,6 +187,7 @@ class JobSubmitForm(forms.Form):
             "fault_tolerance": data["fault_tolerance"],
             "max_restarts": data["max_restarts"],
             "checkpoint_dir": data["checkpoint_dir"],
+            "grace_seconds": data["grace_seconds"],
         }
 
     @staticmethod
@@ -196,6 +209,7 @@ class JobSubmitForm(forms.Form):
             "max_running_minutes": job.max_running_minutes,
             "fault_tolerance": job.fault_tolerance,
             "max_restarts": job.max_restarts,
+            "grace_seconds": job.grace_seconds,
             # A clone writes its own checkpoints unless the original chose a directory on purpose.
             "checkpoint_dir": "" if job.checkpoint_dir.endswith(f"job-{job.pk}") else job.checkpoint_dir,
         }
@@ -207,7 +221,8 @@ class RoleForm(forms.Form):
     name = forms.CharField(max_length=32, initial="worker")
     pod_count = forms.IntegerField(label="Instances", min_value=1, initial=1)
     gpu_type = forms.ChoiceField(label="GPU model", required=False)
-    gpus = forms.IntegerField(label="GPUs", min_value=0, initial=1)
+    gpus = forms.IntegerField(label="GPUs", min_value=0, initial=1, help_text="Per instance: at least 1, or 0 CPU-only.")
+    cpu_only = forms.BooleanField(label="CPU-only", required=False, help_text="This role runs without GPUs.")
     cpu = forms.DecimalField(label="CPU cores", min_value=0, max_digits=10, decimal_places=3, initial=4)
     memory_gib = forms.DecimalField(label="Memory (GiB)", min_value=0, max_digits=12, decimal_places=3, initial=32)
     shared_memory_gib = forms.DecimalField(
@@ -220,7 +235,7 @@ class RoleForm(forms.Form):
 
     def as_service_role(self) -> dict[str, Any]:
         data = self.cleaned_data
-        return {key: data[key] for key in ("name", "pod_count", "gpu_type", "gpus", "cpu", "memory_gib",
+        return {key: data[key] for key in ("name", "pod_count", "gpu_type", "gpus", "cpu_only", "cpu", "memory_gib",
                                            "shared_memory_gib")}
 
 
@@ -333,17 +348,32 @@ def _quota_models(quota: ResourceQuota | None) -> list[str]:
     return sorted(models)
 
 
+def _pool_shares_text() -> dict[str, str]:
+    """The pools' CPU cores and memory per GPU, as the quota form says them."""
+    cpu, memory = [], []
+    for pool, label in ResourceType.choices:
+        cores, gib = pool_share_per_gpu(pool)
+        if cores or gib:
+            cpu.append(f"{label}: {cores.normalize():f} cores per GPU")
+            memory.append(f"{label}: {gib.normalize():f} GiB per GPU")
+    none = "no GPU nodes yet: 0"
+    return {"cpu": "; ".join(cpu) or none, "memory": "; ".join(memory) or none}
+
+
 class QuotaForm(forms.Form):
     """A quota of the tree. The tree's invariants (children within the parent, min ≤ max, one pool
     per tree, GPU models of the pool) are checked by the quota services."""
 
     name = forms.SlugField(max_length=64)
     description = forms.CharField(max_length=200, required=False)
-    resource_type = forms.ChoiceField(label="Resource type", choices=ResourceType.choices)
+    resource_type = forms.ChoiceField(
+        label="Resource type", choices=[("", "— the parent's (a root: General) —"), *ResourceType.choices],
+        required=False, help_text="A child quota is in its parent's pool: leave it empty, or state the same.",
+    )
     parent = forms.ModelChoiceField(queryset=ResourceQuota.objects.none(), required=False, empty_label="— root —")
-    min_cpu = forms.DecimalField(label="Min CPU cores", min_value=0, max_digits=10, decimal_places=3, initial=0)
+    min_cpu = forms.DecimalField(label="Min CPU cores", min_value=0, max_digits=10, decimal_places=3, required=False)
     min_memory_gib = forms.DecimalField(
-        label="Min memory (GiB)", min_value=0, max_digits=12, decimal_places=3, initial=0
+        label="Min memory (GiB)", min_value=0, max_digits=12, decimal_places=3, required=False
     )
     max_cpu = forms.DecimalField(
         label="Max CPU cores", min_value=0, max_digits=10, decimal_places=3, required=False,
@@ -376,6 +406,9 @@ class QuotaForm(forms.Form):
             }
         super().__init__(*args, **kwargs)
         models = _quota_models(instance)
+        shares = _pool_shares_text()
+        self.fields["min_cpu"].help_text = f"Empty: in proportion to its min GPUs ({shares['cpu']})."
+        self.fields["min_memory_gib"].help_text = f"Empty: in proportion to its min GPUs ({shares['memory']})."
         self.fields["min_gpus"] = GpuCountsField(
             models, uncapped_when_empty=False, label="Min GPUs (guaranteed)",
             help_text="A model left empty counts as 0.",
@@ -401,8 +434,8 @@ class QuotaForm(forms.Form):
             "resource_type": data["resource_type"],
             "parent": data["parent"],
             "min_gpus": data["min_gpus"] or {},
-            "min_cpu": data["min_cpu"] if data["min_cpu"] is not None else Decimal(0),
-            "min_memory_gib": data["min_memory_gib"] if data["min_memory_gib"] is not None else Decimal(0),
+            "min_cpu": data["min_cpu"],  # None: in proportion to the GPUs (the quota services)
+            "min_memory_gib": data["min_memory_gib"],
             "max_gpus": data["max_gpus"],
             "max_cpu": data["max_cpu"],
             "max_memory_gib": data["max_memory_gib"],

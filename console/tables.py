@@ -35,7 +35,7 @@ PAGER_TEMPLATE = "console/_job_pager.html"
 STATUS_FILTER_CHOICES: list[tuple[str, str]] = [
     ("", "Any status"),
     ("active", "Active (not finished)"),
-    ("pending", "Pending (Queuing, Restarting)"),
+    ("pending", "Pending (Queuing, Restarting, Preempted resuming)"),
     ("finished", "Finished"),
     *[(status.value, status.label) for status in JobStatus],
 ]

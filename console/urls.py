@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from console import assets, views
+from console import api_pages, assets, views
 
 app_name = "console"
 
@@ -18,6 +18,8 @@ urlpatterns = [
     path("workspaces/new/", views.WorkspaceFormView.as_view(), name="workspace_new"),
     path("workspaces/<int:pk>/edit/", views.WorkspaceFormView.as_view(), name="workspace_edit"),
     path("nodes/", views.NodeListView.as_view(), name="nodes"),
+    path("tokens/", api_pages.TokenListView.as_view(), name="tokens"),
+    path("tokens/<int:pk>/revoke/", api_pages.TokenRevokeView.as_view(), name="token_revoke"),
     path("nodes/<int:pk>/<slug:action>/", views.NodeActionView.as_view(), name="node_action"),
     re_path(r"^assets/plotly-(?P<version>[0-9A-Za-z.+-]+)\.min\.js$", assets.plotly_js, name="plotly_js"),
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict
+from datetime import timedelta
 from typing import Any
 
 from django.contrib import messages
@@ -22,6 +23,7 @@ from django.utils import timezone
 from django.views import View
 
 from console import charts
+from console.api_pages import job_api_context
 from console.forms import (
     IDLE_MODE_HELP,
     JobSubmitForm,
@@ -44,12 +46,14 @@ from scheduler.selectors import (
     job_detail,
     job_for_user,
     node_grid,
+    preemption_costs,
     quota_tree,
     user_quotas,
     user_workspaces,
     workspaces_overview,
 )
 from scheduler.services.jobs import job_can_restart, job_can_stop, job_restart, job_stop, job_submit
+from scheduler.services.lifecycle import grace_seconds
 from scheduler.services.nodes import node_drain, node_set_schedulable
 from scheduler.services.quotas import quota_create, quota_delete, quota_update
 from scheduler.states import FINAL_JOB_STATUSES, LIVE_POD_STATUSES
@@ -91,6 +95,7 @@ class DashboardView(LoginRequiredMixin, View):
             "preemptions_24h": preemptions_24h,
             "queue_json": queue_json,
             "median_wait": median_wait,
+            "week": preemption_costs(since=now - timedelta(days=7)),
         }
         return render(request, self.fragment_template if wants_fragment(request) else self.template_name, context)
 
@@ -137,6 +142,7 @@ class JobSubmitView(LoginRequiredMixin, View):
                     "pod_count": role.pod_count,
                     "gpu_type": role.gpu_type,
                     "gpus": role.gpus,
+                    "cpu_only": role.cpu_only,
                     "cpu": role.cpu,
                     "memory_gib": role.memory_gib,
                     "shared_memory_gib": role.shared_memory_gib,
@@ -227,6 +233,8 @@ def job_live_context(job: Job) -> dict[str, Any]:
         "job": job,
         "attempts": sorted(attempts.items(), reverse=True),
         "events": list(job.events.all()),
+        "preemptions": list(job.preemptions.all()),
+        "grace_s": grace_seconds(job),
         "progress": job.progress or {},
         "can_stop": job_can_stop(job),
         "can_restart": job_can_restart(job, has_live_pods=live_pods),
@@ -251,6 +259,7 @@ class JobDetailView(LoginRequiredMixin, View):
             "roles": list(job.roles.all()),
             "log_pods": pods,
             "idle_help": IDLE_MODE_HELP.get(job.idle_mode, ""),
+            **job_api_context(job),  # Copy as CLI / YAML, GPU chart (console/api_pages.py)
         }
         return render(request, self.template_name, context)
 

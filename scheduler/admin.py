@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.html import format_html
 
-from scheduler.models import Job, JobEvent, JobRole, Node, Pod, ResourceQuota, Workspace
+from scheduler.models import Job, JobEvent, JobRole, Node, Pod, ResourceQuota, ResourceType, Workspace
 from scheduler.services.nodes import node_drain, node_register, node_set_schedulable
 from scheduler.services.quotas import quota_create, quota_update
 
@@ -48,6 +48,23 @@ def dry_run(form: forms.ModelForm, write) -> None:
 
 
 class QuotaAdminForm(forms.ModelForm):
+    """Empty resource type: the parent's pool (DESIGN §2); empty min CPU or memory: in proportion to the
+    min GPUs (the pool's CPU and memory per GPU). The quota services decide both."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        pool = self.fields["resource_type"]
+        pool.required = False
+        pool.choices = [("", "— the parent's (a root: general) —"), *ResourceType.choices]
+        pool.help_text = "A child quota is in its parent's pool: leave it empty, or state the same."
+        if self.instance.pk is None:
+            pool.initial = ""
+        for name in ("min_cpu", "min_memory_gib"):
+            self.fields[name].required = False
+            self.fields[name].help_text = "Empty: in proportion to the min GPUs (the pool's share per GPU)."
+            if self.instance.pk is None:
+                self.fields[name].initial = None
+
     def clean(self):
         data = super().clean()
         if self.errors:
@@ -215,7 +232,7 @@ class JobRoleInline(admin.TabularInline):
     model = JobRole
     extra = 0
     can_delete = False
-    readonly_fields = ("name", "pod_count", "gpu_type", "gpus", "cpu", "memory_gib", "shared_memory_gib")
+    readonly_fields = ("name", "pod_count", "gpu_type", "gpus", "cpu_only", "cpu", "memory_gib", "shared_memory_gib")
     fields = readonly_fields
 
     def has_add_permission(self, request, obj=None):
@@ -237,7 +254,7 @@ class JobEventInline(admin.TabularInline):
     model = JobEvent
     extra = 0
     can_delete = False
-    fields = ("time", "kind", "reason")
+    fields = ("time", "kind", "reason", "staff_reason")
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None):
@@ -249,7 +266,7 @@ class JobAdmin(admin.ModelAdmin):
     """Read-mostly: jobs are submitted and stopped through the console or the API."""
 
     list_display = ("name", "workspace", "quota", "status", "in_quota", "idle_mode", "priority", "restart_count",
-                    "queue_time")
+                    "preemption_count", "queue_time")
     list_filter = ("status", "idle_mode", "in_quota", "quota", "workspace")
     search_fields = ("name",)
     inlines = [JobRoleInline, PodInline, JobEventInline]

@@ -7,15 +7,28 @@ services, which validate before they write.
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils import timezone
 
 from scheduler.engine.types import CPU, MEMORY, gpu_key
-from scheduler.states import ACTIVE_JOB_STATUSES, LIVE_POD_STATUSES, JobStatus, PodStatus, choices
+from scheduler.states import (
+    ACTIVE_JOB_STATUSES,
+    LIVE_POD_STATUSES,
+    PENDING_JOB_STATUSES,
+    STARTED_JOB_STATUSES,
+    JobStatus,
+    PodOutcome,
+    PodStatus,
+    choices,
+)
+
+GRACE_SECONDS_MAX = 3600  # the longest grace period a job may ask for (SIGTERM → SIGKILL)
 
 
 class ResourceType(models.TextChoices):
@@ -170,16 +183,23 @@ class Job(models.Model):
     fault_tolerance = models.BooleanField(default=False)
     max_restarts = models.PositiveIntegerField(default=3)
     checkpoint_dir = models.CharField(max_length=255, blank=True)
-    grace_seconds = models.FloatField(null=True, blank=True, help_text="Empty: the cluster default.")
+    grace_seconds = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(GRACE_SECONDS_MAX)],
+        help_text="Seconds between SIGTERM and SIGKILL (0–3600). Empty: the cluster default.",
+    )
 
     status = models.CharField(max_length=16, choices=choices(JobStatus), default=JobStatus.CREATING)
     in_quota = models.BooleanField(null=True, blank=True)
     gpu_type = models.CharField(max_length=32, blank=True, help_text="The GPU model the job runs on.")
-    restart_count = models.PositiveIntegerField(default=0)
+    restart_count = models.PositiveIntegerField(default=0, help_text="Automatic restarts after failures.")
+    preemption_count = models.PositiveIntegerField(default=0, help_text="Preemptions: never use max_restarts.")
+    run_seconds = models.FloatField(default=0, help_text="Run time of the attempts that have ended.")
+    gpu_seconds = models.FloatField(default=0, help_text="GPU time of the attempts that have ended.")
     attempt = models.PositiveIntegerField(default=0, help_text="Increments at each admission; fences pods.")
     queue_time = models.DateTimeField(null=True, blank=True, help_text="First submission; kept on restarts.")
     queue_position = models.PositiveIntegerField(null=True, blank=True)
-    waiting_reason = models.CharField(max_length=500, blank=True)
+    waiting_reason = models.CharField(max_length=500, blank=True, help_text="Names no other job: members see it.")
+    waiting_reason_staff = models.CharField(max_length=500, blank=True, help_text="With job names; empty: the same.")
     nominated_nodes = models.JSONField(null=True, blank=True, help_text="Reservation while victims exit.")
     restart_after = models.DateTimeField(null=True, blank=True)
     stop_outcome = models.CharField(max_length=16, blank=True)
@@ -215,6 +235,46 @@ class Job(models.Model):
     def total_gpus(self) -> int:
         return sum(role.pod_count * role.gpus for role in self.roles.all())
 
+    # DESIGN §3: Preempted covers three moments, told apart by `stop_outcome` and `finished_at`:
+    # pods still exiting (stop_outcome "preempted"), queued again to resume (fault tolerance on),
+    # and final (fault tolerance off: finished_at set, until a person restarts it).
+    @property
+    def preempted_exiting(self) -> bool:
+        return self.status == JobStatus.PREEMPTED and self.stop_outcome == PodOutcome.PREEMPTED
+
+    @property
+    def resumes_automatically(self) -> bool:
+        """Preempted and queued again: the scheduler treats it as pending; it shows Preempted until it runs."""
+        return self.status == JobStatus.PREEMPTED and not self.stop_outcome and self.finished_at is None
+
+    @property
+    def stays_preempted(self) -> bool:
+        return self.status == JobStatus.PREEMPTED and self.finished_at is not None
+
+    @property
+    def is_waiting(self) -> bool:
+        """In the queue: pending, or preempted and waiting to resume."""
+        return self.status in PENDING_JOB_STATUSES or self.resumes_automatically
+
+    @property
+    def attempt_open(self) -> bool:
+        """The current attempt holds (or is releasing) its GPUs: its run time is still counting."""
+        if self.started_at is None:
+            return False
+        return self.status in (*STARTED_JOB_STATUSES, JobStatus.STOPPING) or self.preempted_exiting
+
+    def open_attempt_seconds(self, now: datetime | None = None) -> float:
+        if not self.attempt_open:
+            return 0.0
+        return max(0.0, ((now or timezone.now()) - self.started_at).total_seconds())
+
+    def total_run_seconds(self, now: datetime | None = None) -> float:
+        """Run time across every attempt: the ended ones plus the current one."""
+        return self.run_seconds + self.open_attempt_seconds(now)
+
+    def total_gpu_seconds(self, now: datetime | None = None) -> float:
+        return self.gpu_seconds + self.total_gpus * self.open_attempt_seconds(now)
+
 
 class JobRole(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="roles")
@@ -226,6 +286,7 @@ class JobRole(models.Model):
     cpu = models.DecimalField(max_digits=10, decimal_places=3, default=Decimal(0))
     memory_gib = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal(0))
     shared_memory_gib = models.DecimalField(max_digits=12, decimal_places=3, default=Decimal(0))
+    cpu_only = models.BooleanField(default=False, help_text="A role that asks no GPU, on purpose.")
 
     class Meta:
         ordering = ["job", "order", "id"]
@@ -271,13 +332,49 @@ class JobEvent(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
     time = models.DateTimeField(auto_now_add=True, db_index=True)
     kind = models.CharField(max_length=32)
-    reason = models.CharField(max_length=500)
+    reason = models.CharField(max_length=500, help_text="Names no other job: members see it.")
+    staff_reason = models.CharField(max_length=500, blank=True, help_text="With job names; empty: the same.")
 
     class Meta:
         ordering = ["time", "id"]
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.reason}"
+
+
+class JobPreemption(models.Model):
+    """One preemption of one attempt and the work it cost (DESIGN §3: counted apart from failures).
+
+    Filled in two steps: at the preemption (time, reasons, GPUs) and once the pods have exited
+    (`settled_at`): the attempt's GPU time, and the steps and GPU time since its last checkpoint,
+    from the attempt's last progress report (the checkpoint helper saves on SIGTERM).
+    """
+
+    class Kind(models.TextChoices):
+        RECLAIM = "reclaim", "Reclaim"
+        PRIORITY = "priority", "Priority preemption"
+        DRAIN = "drain", "Node drain"
+        SHUTDOWN = "shutdown", "Shutdown"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="preemptions")
+    attempt = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.RECLAIM)
+    time = models.DateTimeField(db_index=True)
+    reason = models.CharField(max_length=500, help_text="Names no other job: members see it.")
+    staff_reason = models.CharField(max_length=500, blank=True)
+    gpus = models.PositiveIntegerField(default=0)
+    ran_gpu_seconds = models.FloatField(default=0, help_text="GPU time of the attempt until the preemption.")
+    lost_gpu_seconds = models.FloatField(null=True, blank=True, help_text="GPU time since the last checkpoint.")
+    lost_steps = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: no progress reported.")
+    step = models.PositiveIntegerField(null=True, blank=True)
+    checkpoint_step = models.PositiveIntegerField(null=True, blank=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["time", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.job.name} attempt {self.attempt}: {self.reason}"
 
 
 class AllocationSample(models.Model):
@@ -292,3 +389,56 @@ class AllocationSample(models.Model):
 
     class Meta:
         ordering = ["time"]
+
+
+# API v1 (docs/api.md): personal tokens, idempotent submissions, GPU samples -------------------
+
+
+class ApiToken(models.Model):
+    """A personal API token. Only the SHA-256 of the secret is stored; `prefix` names it in lists."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=64)
+    prefix = models.CharField(max_length=16, help_text="The token's first characters, shown in lists.")
+    digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the whole token, hex.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+
+class IdempotencyKey(models.Model):
+    """The first answer to a POST /api/v1/jobs/ carrying an Idempotency-Key, per user and key."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    request_digest = models.CharField(max_length=64, help_text="SHA-256 of the canonical request body.")
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    status_code = models.PositiveSmallIntegerField()
+    response = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="unique_idempotency_key_per_user")]
+
+
+class GpuSample(models.Model):
+    """One NVML reading of one GPU a pod holds (sampled by its node worker; none where NVML is absent)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="gpu_samples")
+    pod = models.ForeignKey(Pod, on_delete=models.CASCADE, related_name="gpu_samples")
+    time = models.DateTimeField()
+    gpu_index = models.PositiveSmallIntegerField()
+    utilization_percent = models.FloatField()
+    memory_used_mib = models.PositiveIntegerField()
+    memory_total_mib = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["time", "gpu_index"]
+        indexes = [models.Index(fields=["job", "time"])]

@@ -13,7 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from scheduler.models import Job
-from scheduler.states import PENDING_JOB_STATUSES, STARTED_JOB_STATUSES, JobStatus, PodStatus
+from scheduler.states import STARTED_JOB_STATUSES, JobStatus, PodStatus
 
 register = template.Library()
 
@@ -49,20 +49,60 @@ def quota_badge(in_quota: bool | None) -> str:
 
 
 @register.filter
+def num(value: Any) -> str:
+    """The one way numbers of steps and counts are written: "1,346" (and "—" for none)."""
+    if value is None or value == "":
+        return "—"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if number == int(number):
+        return f"{int(number):,}"
+    return f"{number:,.1f}"
+
+
+@register.filter
+def gpu_hours(seconds: float | None) -> str:
+    """GPU time in GPU-hours, one decimal ("12.3"); "0" for none."""
+    if not seconds:
+        return "0"
+    hours = seconds / 3600
+    return f"{hours:,.2f}" if hours < 1 else f"{hours:,.1f}"
+
+
+@register.filter
+def admission(job: Job) -> bool | None:
+    """How the current attempt was admitted; None once it is over (a finished job's last admission is
+    history, on its page's events) or while it waits."""
+    return job.in_quota if job.attempt_open else None
+
+
+@register.filter
+def resumed_step(job: Job) -> int | None:
+    """The step the current attempt resumed from (its own progress report), else None."""
+    progress = job.progress or {}
+    if progress.get("attempt") != job.attempt or job.is_waiting:
+        return None
+    return progress.get("resumed_from_step")
+
+
+@register.filter
 def job_gpus(job: Job) -> str:
-    """Total GPUs and model, from the prefetched roles: "16 × A100", "8 GPUs", "no GPU"."""
+    """Total GPUs and model, from the prefetched roles: "16 × A100", "8 GPUs", "CPU only"."""
     total = job.total_gpus
     if not total:
-        return "no GPU"
+        return "CPU only"
     model = job.gpu_type or next((role.gpu_type for role in job.roles.all() if role.gpu_type), "")
     return f"{total} × {model}" if model else f"{total} GPUs"
 
 
 @register.filter
 def job_nodes(job: Job) -> list[str]:
-    """Distinct nodes of the job's latest attempt (`current_pods` from `with_row_data`)."""
+    """Distinct nodes of the job's latest attempt (`current_pods` from `with_row_data`); none while
+    it waits in the queue (those were the previous attempt's)."""
     pods = getattr(job, "current_pods", None)
-    if pods is None:
+    if pods is None or job.is_waiting:
         return []
     return sorted({pod.node.name for pod in pods if pod.node is not None})
 
@@ -112,11 +152,17 @@ def duration_text(seconds: float | int | None) -> str:
 
 @register.filter
 def run_time(job: Job) -> str:
-    """How long the current or last attempt ran."""
-    if job.started_at is None:
+    """How long the job ran, all attempts together ("" if it never ran)."""
+    seconds = job.total_run_seconds()
+    if not seconds and job.started_at is None:
         return ""
-    end = job.finished_at or timezone.now()
-    return duration_text((end - job.started_at).total_seconds())
+    return duration_text(seconds)
+
+
+@register.filter
+def job_gpu_hours(job: Job) -> str:
+    """GPU-hours the job used, all attempts together."""
+    return gpu_hours(job.total_gpu_seconds())
 
 
 @register.filter
@@ -130,13 +176,13 @@ def epoch_time(value: float | int | None) -> datetime | None:
         return None
 
 
-WAITING_STATUSES = PENDING_JOB_STATUSES
 RUNNING_STATUSES = (*STARTED_JOB_STATUSES, JobStatus.SUCCEEDED)
 
 
 @register.filter
 def is_waiting(job: Job) -> bool:
-    return job.status in WAITING_STATUSES
+    """In the queue: pending, or Preempted and queued again to resume automatically."""
+    return job.is_waiting
 
 
 @register.filter

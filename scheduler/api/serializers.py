@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from scheduler.models import IdleMode, Job, JobType, Pod, ResourceQuota, ResourceType, Workspace
 from scheduler.selectors import NodeGrid, QuotaUsage
+from scheduler.services.lifecycle import grace_seconds
 
 
 class RoleSerializer(serializers.Serializer):
@@ -19,6 +20,7 @@ class RoleSerializer(serializers.Serializer):
     cpu = serializers.DecimalField(max_digits=10, decimal_places=3, coerce_to_string=False)
     memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, coerce_to_string=False)
     shared_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, coerce_to_string=False)
+    cpu_only = serializers.BooleanField()
 
 
 class JobSerializer(serializers.Serializer):
@@ -27,7 +29,7 @@ class JobSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
     status = serializers.CharField()
-    in_quota = serializers.BooleanField(allow_null=True)
+    in_quota = serializers.SerializerMethodField()
     workspace = serializers.CharField(source="workspace.name")
     quota = serializers.CharField(source="quota.name")
     resource_type = serializers.CharField(source="quota.resource_type")
@@ -41,8 +43,13 @@ class JobSerializer(serializers.Serializer):
     fault_tolerance = serializers.BooleanField()
     restart_count = serializers.IntegerField()
     max_restarts = serializers.IntegerField()
+    preemption_count = serializers.IntegerField()
+    resumes_automatically = serializers.BooleanField()
+    grace_seconds = serializers.SerializerMethodField()
+    run_seconds = serializers.SerializerMethodField()
+    gpu_hours = serializers.SerializerMethodField()
     queue_position = serializers.IntegerField(allow_null=True)
-    waiting_reason = serializers.CharField()
+    waiting_reason = serializers.CharField(source="shown_reason")
     created_at = serializers.DateTimeField()
     queue_time = serializers.DateTimeField(allow_null=True)
     started_at = serializers.DateTimeField(allow_null=True)
@@ -51,7 +58,24 @@ class JobSerializer(serializers.Serializer):
     def get_owner(self, job: Job) -> str | None:
         return job.owner.username if job.owner else None
 
+    def get_grace_seconds(self, job: Job) -> float:
+        """The grace period its pods get (the job's own, else the cluster default)."""
+        return grace_seconds(job)
+
+    def get_run_seconds(self, job: Job) -> float:
+        """Run time of all attempts together."""
+        return round(job.total_run_seconds(), 1)
+
+    def get_gpu_hours(self, job: Job) -> float:
+        return round(job.total_gpu_seconds() / 3600, 3)
+
+    def get_in_quota(self, job: Job) -> bool | None:
+        """How the current attempt was admitted; null while waiting or once finished."""
+        return job.in_quota if job.attempt_open else None
+
     def get_nodes(self, job: Job) -> list[str]:
+        if job.is_waiting:  # the pods of the previous attempt are history
+            return []
         pods = getattr(job, "current_pods", None)
         if pods is None:  # detail: every attempt is prefetched; the latest one is the job's attempt
             pods = [pod for pod in job.pods.all() if pod.attempt == job.attempt]
@@ -79,7 +103,27 @@ class PodSerializer(serializers.Serializer):
 class EventSerializer(serializers.Serializer):
     time = serializers.DateTimeField()
     kind = serializers.CharField()
-    reason = serializers.CharField()
+    reason = serializers.CharField(source="shown_reason")
+
+
+class PreemptionSerializer(serializers.Serializer):
+    """One preemption and the work it cost (steps and GPU time since the attempt's last checkpoint)."""
+
+    time = serializers.DateTimeField()
+    attempt = serializers.IntegerField()
+    kind = serializers.CharField()
+    reason = serializers.CharField(source="shown_reason")
+    gpus = serializers.IntegerField()
+    ran_gpu_seconds = serializers.FloatField()
+    lost_steps = serializers.IntegerField(allow_null=True)
+    lost_gpu_seconds = serializers.FloatField(allow_null=True)
+    step = serializers.IntegerField(allow_null=True)
+    checkpoint_step = serializers.IntegerField(allow_null=True)
+    settled = serializers.SerializerMethodField()
+
+    def get_settled(self, preemption: Any) -> bool:
+        """False while the pods are still exiting (the losses are measured once they have)."""
+        return preemption.settled_at is not None
 
 
 class JobDetailSerializer(JobSerializer):
@@ -95,13 +139,15 @@ class JobDetailSerializer(JobSerializer):
     roles = RoleSerializer(many=True, source="roles.all")
     pods = PodSerializer(many=True, source="pods.all")
     events = EventSerializer(many=True, source="events.all")
+    preemptions = PreemptionSerializer(many=True, source="preemptions.all")
 
 
 class RoleInputSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=32, default="worker")
     pod_count = serializers.IntegerField(default=1)
     gpu_type = serializers.CharField(max_length=32, allow_blank=True, default="")
-    gpus = serializers.IntegerField(default=0)
+    gpus = serializers.IntegerField(allow_null=True, default=None)  # None: 1, or 0 for a CPU-only role
+    cpu_only = serializers.BooleanField(default=False)
     cpu = serializers.DecimalField(max_digits=10, decimal_places=3, default=0)
     memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, default=0)
     shared_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, default=0)
@@ -126,6 +172,8 @@ class JobSubmitSerializer(serializers.Serializer):
     fault_tolerance = serializers.BooleanField(default=False)
     max_restarts = serializers.IntegerField(default=3)
     checkpoint_dir = serializers.CharField(max_length=255, allow_blank=True, default="")
+    grace_seconds = serializers.FloatField(allow_null=True, default=None)  # None: the cluster default
+    resource_type = serializers.CharField(allow_blank=True, allow_null=True, default=None)  # the quota's pool
 
 
 class QuotaSerializer(serializers.Serializer):
@@ -177,11 +225,13 @@ class QuotaWriteSerializer(serializers.Serializer):
 
     name = serializers.CharField(max_length=64)
     description = serializers.CharField(max_length=200, allow_blank=True, required=False)
+    # Left out: the parent's pool (a root: general); stated, it must be the parent's.
     resource_type = serializers.ChoiceField(choices=ResourceType.choices, required=False)
     parent = serializers.CharField(allow_null=True, allow_blank=True, required=False)
     min_gpus = serializers.DictField(child=serializers.IntegerField(min_value=0), required=False)
-    min_cpu = serializers.DecimalField(max_digits=10, decimal_places=3, required=False)
-    min_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, required=False)
+    # Left out on create, or null: in proportion to min_gpus (the pool's CPU and memory per GPU).
+    min_cpu = serializers.DecimalField(max_digits=10, decimal_places=3, allow_null=True, required=False)
+    min_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, allow_null=True, required=False)
     max_gpus = serializers.DictField(child=serializers.IntegerField(min_value=0), allow_null=True, required=False)
     max_cpu = serializers.DecimalField(max_digits=10, decimal_places=3, allow_null=True, required=False)
     max_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, allow_null=True, required=False)

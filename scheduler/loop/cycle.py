@@ -19,6 +19,7 @@ from scheduler.engine.cycle import run_cycle
 from scheduler.engine.types import Decisions
 from scheduler.loop.housekeeping import housekeeping
 from scheduler.loop.snapshot import build_snapshot
+from scheduler.metrics.cycle import PhaseClock, cycle_observed
 from scheduler.models import Job
 from scheduler.services.scheduling import allocation_record, cycle_apply
 from scheduler.states import SCHEDULABLE_JOB_STATUSES
@@ -45,30 +46,42 @@ PHASES = ("housekeeping", "snapshot", "engine", "writes", "commit", "broadcasts"
 def schedule_once(now: datetime | None = None) -> CycleResult:
     """One full cycle. Safe to call from tests and from the loop."""
     now = now or timezone.now()
-    marks = [time.perf_counter()]
+    started = time.perf_counter()
+    clock = PhaseClock()  # /metrics: tidepool_scheduler_cycle_phase_seconds (issue 14)
     housekeeping(now)
-    marks.append(time.perf_counter())
+    clock.lap("housekeeping")
+    committed: list[float] = []
     with transaction.atomic():
-        # Registered first, so it runs first after the commit: the end of the commit itself.
-        transaction.on_commit(lambda: marks.append(time.perf_counter()))
+        # Registered first, so it runs first after the commit: when the commit itself ended.
+        transaction.on_commit(lambda: committed.append(time.perf_counter()))
         jobs = list(Job.objects.select_for_update().filter(status__in=SCHEDULABLE_JOB_STATUSES).order_by("pk"))
         snapshot, index = build_snapshot(jobs, now)
-        marks.append(time.perf_counter())
+        clock.lap("snapshot")
         decisions = run_cycle(snapshot)
-        marks.append(time.perf_counter())
+        clock.lap("engine")
         cycle_apply(decisions=decisions, index=index, now=now)
         allocation_record(now=now)
-        marks.append(time.perf_counter())
-    marks.append(time.perf_counter())
-    if len(marks) < len(PHASES) + 1:  # nested in an outer transaction (tests): no commit happened here
-        marks.insert(-1, marks[-1])
+        clock.lap("apply")
+        applied = time.perf_counter()
+    clock.lap("commit")  # the commit and what runs after it: pods launched, the console told
+    cycle_observed(clock.phases)
+    after = clock.phases["commit"]
+    commit = min(after, committed[0] - applied) if committed else after  # no commit callback when nested
+    phases = {
+        "housekeeping": clock.phases["housekeeping"],
+        "snapshot": clock.phases["snapshot"],
+        "engine": clock.phases["engine"],
+        "writes": clock.phases["apply"],
+        "commit": commit,
+        "broadcasts": after - commit,
+    }
     return CycleResult(
         admitted=len(decisions.admitted),
         preempted=len(decisions.preempted),
         nominated=len(decisions.nominated),
         promoted=len(decisions.promoted),
         pending=len(decisions.pending),
-        seconds=marks[-1] - marks[0],
+        seconds=time.perf_counter() - started,
         decisions=decisions,
-        phases={phase: marks[i + 1] - marks[i] for i, phase in enumerate(PHASES)},
+        phases=phases,
     )

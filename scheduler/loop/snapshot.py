@@ -15,6 +15,14 @@ def _seconds(moment: datetime | None) -> float | None:
     return moment.timestamp() if moment is not None else None
 
 
+def _queued(job: Job, now: datetime) -> bool:
+    """Pending for the engine: Queuing (its backoff passed), or Preempted and queued again at once
+    (DESIGN §3: it shows Preempted until it runs again, but waits like any pending job)."""
+    if job.status == JobStatus.QUEUING:
+        return job.restart_after is None or job.restart_after <= now
+    return job.resumes_automatically
+
+
 def build_snapshot(jobs: Sequence[Job], now: datetime) -> tuple[engine.Snapshot, SnapshotIndex]:
     """`jobs`: the active jobs (locked by the caller); their roles are read here in one query."""
     index = SnapshotIndex()
@@ -63,7 +71,7 @@ def build_snapshot(jobs: Sequence[Job], now: datetime) -> tuple[engine.Snapshot,
                     nodes=tuple(node_names[by_rank[rank].node_id] for rank in sorted(by_rank)),
                 )
             )
-        elif job.status == JobStatus.QUEUING and (job.restart_after is None or job.restart_after <= now):
+        elif _queued(job, now):
             if job.nominated_nodes and all(name in index.nodes for name in job.nominated_nodes) and len(
                 job.nominated_nodes
             ) == len(pods_spec):

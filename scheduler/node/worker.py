@@ -25,8 +25,15 @@ from scheduler.models import Node, Pod
 from scheduler.node.agent import PodAgent
 from scheduler.node.logs import serve_pod_log
 from scheduler.node.orphans import release_orphaned_pods
-from scheduler.node.runtime.gpus import declared_inventory, detect_gpus, host_cpu, host_memory_gib
+from scheduler.node.runtime.gpus import (
+    declared_inventory,
+    detect_gpus,
+    host_cpu,
+    host_memory_gib,
+    sample_gpus,
+)
 from scheduler.node.specs import master_address
+from scheduler.services.gpu_samples import gpu_samples_record
 from scheduler.services.nodes import node_drain, node_heartbeat, node_register
 from scheduler.states import LIVE_POD_STATUSES
 
@@ -80,6 +87,8 @@ class NodeWorker:
             try:
                 close_old_connections()
                 node_heartbeat(name=self.node_name)
+                if settings.TIDEPOOL_NODE_GPUS is None:  # issue 14: NVML-detected GPUs' use per pod (docs/api.md)
+                    gpu_samples_record(node_name=self.node_name, readings=sample_gpus())
             except Exception:
                 log.exception("heartbeat of node %s failed", self.node_name)
 

@@ -26,6 +26,7 @@ from scheduler.selectors.cluster import (
     job_status_counts,
     node_grid,
     pool_allocation_series,
+    preemption_costs,
     preemption_times,
     queue_waits,
     quota_allocation_series,
@@ -47,7 +48,7 @@ __all__ = [
     "DEFAULT_JOB_SORT", "JOB_SORTS", "STATUS_GROUPS", "AllocationRow", "DashboardSummary", "GpuCell", "JobFilters",
     "NodeGrid", "QuotaChoice", "QuotaUsage", "allocation_by_quota", "cluster_fingerprint", "dashboard_summary",
     "gpu_models_by_pool", "job_detail", "job_for_user", "job_list", "job_status_counts", "node_grid",
-    "pool_allocation_series", "preemption_times", "quota_allocation_series", "quota_choices", "quota_tree",
+    "pool_allocation_series", "preemption_costs", "preemption_times", "quota_allocation_series", "quota_choices", "quota_tree",
     "queue_waits", "user_can_use_workspace", "user_quotas", "user_workspaces", "visible_jobs", "with_row_data",
     "workspaces_overview",
 ]

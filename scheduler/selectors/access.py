@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet, Value
+from django.db.models.functions import Coalesce, NullIf
 
 from scheduler.models import Job, ResourceQuota, Workspace
+
+
+def reason_for(*, user: AbstractBaseUser, field: str = "reason", staff_field: str = "staff_reason") -> object:
+    """The reason text this user reads: staff read the one with job names (when there is one);
+    members the one that names no other job and no internal key."""
+    if user.is_staff:
+        return Coalesce(NullIf(F(staff_field), Value("")), F(field))
+    return F(field)
 
 
 def user_workspaces(*, user: AbstractBaseUser) -> QuerySet[Workspace]:
@@ -21,10 +30,13 @@ def user_can_use_workspace(*, user: AbstractBaseUser, workspace: Workspace) -> b
 
 
 def visible_jobs(*, user: AbstractBaseUser) -> QuerySet[Job]:
-    """Jobs of the user's workspaces (staff: all)."""
+    """Jobs of the user's workspaces (staff: all), each with `shown_reason`: its waiting or
+    preemption reason as this user may read it (see `reason_for`)."""
     if not user.is_authenticated:
         return Job.objects.none()
-    jobs = Job.objects.select_related("workspace", "quota", "owner")
+    jobs = Job.objects.select_related("workspace", "quota", "owner").annotate(
+        shown_reason=reason_for(user=user, field="waiting_reason", staff_field="waiting_reason_staff")
+    )
     if user.is_staff:
         return jobs
     return jobs.filter(workspace__members=user)

@@ -7,9 +7,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, QuerySet
+from django.db.models import Count, QuerySet, Sum
 
-from scheduler.models import AllocationSample, Job, JobEvent, Node, Pod, ResourceQuota, Workspace
+from scheduler.models import (
+    AllocationSample,
+    Job,
+    JobEvent,
+    JobPreemption,
+    Node,
+    Pod,
+    ResourceQuota,
+    Workspace,
+)
 from scheduler.selectors.access import user_quotas, user_workspaces, visible_jobs
 from scheduler.states import (
     LIVE_POD_STATUSES,
@@ -18,6 +27,11 @@ from scheduler.states import (
     EventKind,
     JobStatus,
 )
+
+
+def requeued_preempted() -> QuerySet[Job]:
+    """Preempted jobs queued again to resume automatically: pending, though they show Preempted."""
+    return Job.objects.filter(status=JobStatus.PREEMPTED, stop_outcome="", finished_at__isnull=True)
 
 
 @dataclass(frozen=True)
@@ -153,6 +167,8 @@ def quota_tree() -> list[QuotaUsage]:
             own_pending[quota_id] += count
         else:
             own_running[quota_id] += count
+    for quota_id, count in requeued_preempted().values_list("quota_id").annotate(n=Count("id")).order_by():
+        own_pending[quota_id] += count  # Preempted, queued again to resume (DESIGN §3)
     capacity: dict[str, int] = defaultdict(int)
     for pool, gpus in Node.objects.filter(lost=False).values_list("resource_type", "gpu_count"):
         capacity[pool] += gpus
@@ -307,6 +323,31 @@ def preemption_times(*, since: datetime) -> list[datetime]:
     )
 
 
+@dataclass(frozen=True)
+class PreemptionCosts:
+    """Preemptions since a moment, cluster-wide (an aggregate: no job is named).
+
+    reclaimed: GPU-hours the preempted attempts had run before they were preempted (capacity
+    taken back); lost: the part of it since their last checkpoint (work to do again)."""
+
+    count: int
+    reclaimed_gpu_seconds: float
+    lost_gpu_seconds: float
+    lost_steps: int
+
+
+def preemption_costs(*, since: datetime) -> PreemptionCosts:
+    totals = JobPreemption.objects.filter(time__gte=since).aggregate(
+        n=Count("id"), ran=Sum("ran_gpu_seconds"), lost=Sum("lost_gpu_seconds"), steps=Sum("lost_steps")
+    )
+    return PreemptionCosts(
+        count=totals["n"] or 0,
+        reclaimed_gpu_seconds=totals["ran"] or 0.0,
+        lost_gpu_seconds=totals["lost"] or 0.0,
+        lost_steps=totals["steps"] or 0,
+    )
+
+
 def queue_waits(*, since: datetime) -> list[tuple[datetime, float]]:
     """(admission time, seconds waited) for each admission since `since`, from the job timelines.
 
@@ -339,7 +380,7 @@ def job_status_counts() -> dict[str, int]:
 @dataclass(frozen=True)
 class DashboardSummary:
     running: int  # EnvPreparing or Running
-    pending: int  # Creating, Queuing or Restarting
+    pending: int  # Creating, Queuing or Restarting, and Preempted jobs queued again
     preempted_now: int
     capacity: int  # GPUs of nodes not lost
     used_in: int  # GPUs held In Quota
@@ -350,13 +391,14 @@ class DashboardSummary:
 def dashboard_summary(*, user: AbstractBaseUser) -> DashboardSummary:
     """The dashboard's headline figures: jobs by state group and GPUs by use."""
     counts = job_status_counts()
+    requeued = requeued_preempted().count()
     nodes = node_grid(user=user)
     capacity = sum(grid.node.gpu_count for grid in nodes if not grid.node.lost)
     used_in = sum(1 for grid in nodes for cell in grid.gpus if cell.used and cell.in_quota)
     used_out = sum(1 for grid in nodes for cell in grid.gpus if cell.used and not cell.in_quota)
     return DashboardSummary(
         running=sum(counts.get(status, 0) for status in STARTED_JOB_STATUSES),
-        pending=sum(counts.get(status, 0) for status in PENDING_JOB_STATUSES),
+        pending=sum(counts.get(status, 0) for status in PENDING_JOB_STATUSES) + requeued,
         preempted_now=counts.get(JobStatus.PREEMPTED, 0),
         capacity=capacity,
         used_in=used_in,

@@ -5,15 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import F, Prefetch, QuerySet
+from django.db.models import F, Prefetch, Q, QuerySet
 
-from scheduler.models import Job, JobEvent, JobRole, Pod
-from scheduler.selectors.access import visible_jobs
+from scheduler.models import Job, JobEvent, JobPreemption, JobRole, Pod
+from scheduler.selectors.access import reason_for, visible_jobs
 from scheduler.states import (
     ACTIVE_JOB_STATUSES,
     FINAL_JOB_STATUSES,
     JOB_STATUS_VALUES,
     PENDING_JOB_STATUSES,
+    JobStatus,
 )
 
 STATUS_GROUPS: dict[str, tuple[str, ...]] = {
@@ -53,7 +54,10 @@ def job_list(
     """Visible jobs, filtered and ordered; rows need `with_row_data` before rendering."""
     jobs = visible_jobs(user=user)
     f = filters or JobFilters()
-    if f.status in STATUS_GROUPS:
+    if f.status == "pending":  # Preempted jobs queued again to resume wait too (DESIGN §3)
+        jobs = jobs.filter(Q(status__in=PENDING_JOB_STATUSES) | Q(
+            status=JobStatus.PREEMPTED, stop_outcome="", finished_at__isnull=True))
+    elif f.status in STATUS_GROUPS:
         jobs = jobs.filter(status__in=STATUS_GROUPS[f.status])
     elif f.status in JOB_STATUS_VALUES:
         jobs = jobs.filter(status=f.status)
@@ -86,13 +90,16 @@ def with_row_data(jobs: QuerySet[Job]) -> QuerySet[Job]:
 
 
 def job_detail(*, user: AbstractBaseUser, job_id: int) -> Job | None:
-    """One visible job with roles, every attempt's pods (newest first) and the event timeline."""
+    """One visible job with roles, every attempt's pods (newest first), its preemptions and the event
+    timeline; events and preemptions carry `shown_reason`, the text this user may read."""
+    shown = reason_for(user=user)
     return (
         visible_jobs(user=user)
         .prefetch_related(
             Prefetch("roles", queryset=JobRole.objects.order_by("order", "id")),
             Prefetch("pods", queryset=Pod.objects.select_related("node").order_by("-attempt", "rank")),
-            Prefetch("events", queryset=JobEvent.objects.order_by("time", "id")),
+            Prefetch("events", queryset=JobEvent.objects.annotate(shown_reason=shown).order_by("time", "id")),
+            Prefetch("preemptions", queryset=JobPreemption.objects.annotate(shown_reason=shown).order_by("time", "id")),
         )
         .filter(pk=job_id)
         .first()

@@ -89,9 +89,9 @@ def insert_values(model: type[Model], fields: Sequence[str], rows: Sequence[Sequ
                   returning: bool = False, batch_size: int = 5000) -> list[int]:
     """Insert rows given as values of `fields` (attribute names: `job_id` for a foreign key), without
     building model instances on PostgreSQL (`INSERT … SELECT FROM unnest(array, …)`, one array
-    parameter per column; the columns left out must have a database default or allow NULL). Elsewhere
-    the rows become instances for bulk_create. Returns the new primary keys in row order when
-    `returning`."""
+    parameter per column). The other columns get their field's default (`auto_now(_add)`: now), as
+    the ORM would write them. Elsewhere the rows become instances for bulk_create. Returns the new
+    primary keys in row order when `returning`."""
     if not rows:
         return []
     if connection.vendor != "postgresql":
@@ -99,19 +99,29 @@ def insert_values(model: type[Model], fields: Sequence[str], rows: Sequence[Sequ
         model.objects.bulk_create(objects, batch_size=500)  # type: ignore[attr-defined]
         return [obj.pk for obj in objects] if returning else []
     meta = model._meta
-    columns = [next(f for f in meta.concrete_fields if f.attname == name) for name in fields]
+    given = [next(f for f in meta.concrete_fields if f.attname == name) for name in fields]
+    now = timezone.now()
+    defaults = [
+        (field, now if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False)
+         else field.get_default())
+        for field in meta.concrete_fields
+        if not field.primary_key and field.attname not in fields
+    ]
+    columns = given + [field for field, _ in defaults]
     quote = connection.ops.quote_name
     names = ", ".join(quote(field.column) for field in columns)
     arrays = ", ".join(f"%s::{field.db_type(connection)}[]" for field in columns)
     sql = f"INSERT INTO {quote(meta.db_table)} ({names}) SELECT * FROM unnest({arrays})"
     if returning:
         sql += f" RETURNING {quote(meta.pk.column)}"
-    converters = [_converter(field) for field in columns]
+    converters = [_converter(field) for field in given]
     pks: list[int] = []
     with connection.cursor() as cursor:
         for start in range(0, len(rows), batch_size):
             chunk = rows[start : start + batch_size]
-            cursor.execute(sql, [[convert(row[i]) for row in chunk] for i, convert in enumerate(converters)])
+            params = [[convert(row[i]) for row in chunk] for i, convert in enumerate(converters)]
+            params += [[_converter(field)(value)] * len(chunk) for field, value in defaults]
+            cursor.execute(sql, params)
             if returning:
                 pks.extend(pk for (pk,) in cursor.fetchall())
     return pks

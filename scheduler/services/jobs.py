@@ -14,8 +14,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.engine.placement import unplaceable_reason
-from scheduler.engine_rows import engine_nodes_of_pool, role_pods
-from scheduler.models import IdleMode, Job, JobRole, JobType, ResourceQuota, Workspace
+from scheduler.engine.quota import effective_min
+from scheduler.engine.resources import amount_in_units, unit_name, vector
+from scheduler.engine_rows import engine_nodes_of_pool, engine_quota, role_pods
+from scheduler.models import GRACE_SECONDS_MAX, IdleMode, Job, JobRole, JobType, ResourceQuota, Workspace
 from scheduler.publish import publish_jobs_changed_on_commit, wake_scheduler_on_commit
 from scheduler.selectors import user_can_use_workspace
 from scheduler.services.events import job_event
@@ -38,6 +40,26 @@ def _number(value: Any, field: str, *, whole: bool = False) -> Decimal:
     return number
 
 
+def _flag(value: Any) -> bool:
+    return value is True or str(value).strip().lower() in {"1", "true", "on", "yes"}
+
+
+def _role_gpus(role: Mapping[str, Any], prefix: str, name: str, cpu_only: bool) -> int:
+    """GPUs per instance: at least 1, unless the role is explicitly CPU-only (then none). Left out: 1
+    (0 for a CPU-only role)."""
+    raw = role.get("gpus")
+    gpus = int(_number(raw if raw not in (None, "") else (0 if cpu_only else 1), f"{prefix}.gpus", whole=True))
+    if cpu_only and gpus:
+        raise ValidationError({f"{prefix}.gpus": f"Role {name} is CPU-only but asks {gpus} GPU(s): "
+                               "set GPUs to 0, or clear CPU-only."})
+    if cpu_only and str(role.get("gpu_type") or "").strip():
+        raise ValidationError({f"{prefix}.gpu_type": f"Role {name} is CPU-only: it names no GPU model."})
+    if not cpu_only and gpus < 1:
+        raise ValidationError({f"{prefix}.gpus": f"Role {name} needs at least 1 GPU per instance; "
+                               "mark it CPU-only to run it without GPUs."})
+    return gpus
+
+
 def clean_roles(roles: Sequence[Mapping[str, Any]]) -> list[JobRole]:
     """Validate role dicts into unsaved JobRole rows. Field names in errors: roles[i].field."""
     if not roles:
@@ -55,13 +77,15 @@ def clean_roles(roles: Sequence[Mapping[str, Any]]) -> list[JobRole]:
         count = _number(role.get("pod_count", 1), f"{prefix}.pod_count", whole=True)
         if count < 1:
             raise ValidationError({f"{prefix}.pod_count": f"Role {name} needs at least 1 instance (got {count})."})
+        cpu_only = _flag(role.get("cpu_only"))
         cleaned.append(
             JobRole(
                 order=i,
                 name=name,
                 pod_count=int(count),
                 gpu_type=str(role.get("gpu_type") or "").strip(),
-                gpus=int(_number(role.get("gpus", 0), f"{prefix}.gpus", whole=True)),
+                gpus=_role_gpus(role, prefix, name, cpu_only),
+                cpu_only=cpu_only,
                 cpu=_number(role.get("cpu", 0), f"{prefix}.cpu"),
                 memory_gib=_number(role.get("memory_gib", 0), f"{prefix}.memory_gib"),
                 shared_memory_gib=_number(role.get("shared_memory_gib", 0), f"{prefix}.shared_memory_gib"),
@@ -75,6 +99,54 @@ def check_fits_pool(*, quota: ResourceQuota, roles: Sequence[JobRole]) -> None:
     reason = unplaceable_reason(role_pods(roles), engine_nodes_of_pool(quota.resource_type), quota.resource_type)
     if reason:
         raise ValidationError({"roles": reason})
+
+
+def check_pool(*, quota: ResourceQuota, resource_type: str | None) -> None:
+    """DESIGN §2: a job belongs to its quota's pool. Stating it again is allowed; another is an error."""
+    if resource_type not in (None, "") and resource_type != quota.resource_type:
+        raise ValidationError({"resource_type": f"Quota {quota.name} is in the {quota.resource_type} pool, so the job "
+                               f"is too: leave the resource type out, or state {quota.resource_type}."})
+
+
+def check_fits_quota(*, quota: ResourceQuota, roles: Sequence[JobRole], idle_mode: str) -> None:
+    """With idle resources off a job only ever runs In Quota: refuse one larger than its quota's `min`
+    (or a `max`) of the quota or any ancestor, even with the quota empty. A job naming no GPU model
+    is refused only when no model of the pool would do."""
+    if idle_mode != IdleMode.OFF:
+        return
+    pods = role_pods(roles)
+    gpus = sum(pod.gpus for pod in pods)
+    named = sorted({pod.gpu_type for pod in pods if pod.gpus and pod.gpu_type})
+    nodes = engine_nodes_of_pool(quota.resource_type)
+    models: list[str | None] = named or (sorted({n.gpu_type for n in nodes if n.gpus}) if gpus else [None])
+    chain = [quota]
+    while chain[-1].parent_id is not None:
+        chain.append(chain[-1].parent)
+    names = {row.pk: row.name for row in chain}
+    problems = []
+    for model in models or [None]:
+        request = vector(gpus, model, sum(p.cpu_m for p in pods), sum(p.memory_mib for p in pods))
+        problem = _over_quota(request, chain, names, nodes)
+        if problem is None:
+            return
+        problems.append(problem)
+    raise ValidationError({"quota": f"{problems[0]}: with Idle Resources off it can never run. Ask for less, "
+                           "or allow idle resources."})
+
+
+def _over_quota(request: Mapping[str, int], chain: Sequence[ResourceQuota], names: Mapping[int, str],
+                nodes: Sequence[Any]) -> str | None:
+    for row in chain:
+        quota = engine_quota(row, names)
+        guaranteed = effective_min(quota, nodes)
+        for key, need in request.items():
+            if need and need > guaranteed.get(key, 0):
+                return (f"the job needs {amount_in_units(key, need)} {unit_name(key)} in all; quota {row.name} "
+                        f"guarantees {amount_in_units(key, guaranteed.get(key, 0))}")
+            if quota.max is not None and key in quota.max and need > quota.max[key]:
+                return (f"the job needs {amount_in_units(key, need)} {unit_name(key)} in all; quota {row.name} "
+                        f"has a max of {amount_in_units(key, quota.max[key])}")
+    return None
 
 
 def _check_settings(
@@ -108,8 +180,14 @@ def _check_settings(
         raise ValidationError({"max_running_minutes": "The maximum running time is at least 1 minute (or empty)."})
     if int(max_restarts) < 0:
         raise ValidationError({"max_restarts": f"Max restarts cannot be negative (got {max_restarts})."})
-    if grace_seconds is not None and float(grace_seconds) < 0:
-        raise ValidationError({"grace_seconds": "The grace period cannot be negative."})
+    if grace_seconds is not None:
+        try:
+            grace = float(grace_seconds)
+        except (TypeError, ValueError):
+            raise ValidationError({"grace_seconds": f"The grace period is a number of seconds, got {grace_seconds!r}."}) from None
+        if not 0 <= grace <= GRACE_SECONDS_MAX:
+            raise ValidationError({"grace_seconds": f"The grace period is 0–{GRACE_SECONDS_MAX:,} seconds "
+                                   f"(got {grace_seconds}); empty: the cluster default."})
     return priority, env
 
 
@@ -134,6 +212,7 @@ def job_submit(
     max_restarts: int = 3,
     checkpoint_dir: str = "",
     grace_seconds: float | None = None,
+    resource_type: str | None = None,
 ) -> Job:
     if user is not None and not user_can_use_workspace(user=user, workspace=workspace):
         raise ValidationError({"workspace": f"You are not a member of workspace {workspace.name}."})
@@ -147,8 +226,10 @@ def job_submit(
         environment=environment, max_running_minutes=max_running_minutes, max_restarts=max_restarts,
         grace_seconds=grace_seconds,
     )
+    check_pool(quota=quota, resource_type=resource_type)
     role_rows = clean_roles(roles)
     check_fits_pool(quota=quota, roles=role_rows)
+    check_fits_quota(quota=quota, roles=role_rows, idle_mode=idle_mode)
 
     now = timezone.now()
     job = Job.objects.create(
@@ -168,7 +249,7 @@ def job_submit(
         fault_tolerance=bool(fault_tolerance),
         max_restarts=int(max_restarts),
         checkpoint_dir=checkpoint_dir,
-        grace_seconds=grace_seconds,
+        grace_seconds=float(grace_seconds) if grace_seconds is not None else None,
         status=JobStatus.QUEUING,
         queue_time=now,
     )
@@ -186,13 +267,14 @@ def job_submit(
 
 
 def job_can_stop(job: Job) -> bool:
-    """A user may stop a job that has not finished and is not already stopping."""
-    return job.status not in (*FINAL_JOB_STATUSES, JobStatus.STOPPING)
+    """A user may stop a job that has not finished and is not already stopping. A job that stays
+    Preempted (fault tolerance off) is over until restarted: it offers Restart, not Stop."""
+    return job.status not in (*FINAL_JOB_STATUSES, JobStatus.STOPPING) and not job.stays_preempted
 
 
 def job_can_restart(job: Job, *, has_live_pods: bool) -> bool:
-    """A finished or (finally) Preempted job whose pods have all exited may run again."""
-    return job.status in (*FINAL_JOB_STATUSES, JobStatus.PREEMPTED) and not has_live_pods
+    """A finished job, or one that stays Preempted, whose pods have all exited may run again."""
+    return (job.status in FINAL_JOB_STATUSES or job.stays_preempted) and not has_live_pods
 
 
 @transaction.atomic
@@ -219,7 +301,7 @@ def job_restart(*, job: Job, user: AbstractBaseUser | None) -> Job:
     job.started_at = None
     job.restart_after = None
     job.stop_outcome = ""
-    job.waiting_reason = ""
+    job.waiting_reason = job.waiting_reason_staff = ""
     job.save()
     job_event(job, EventKind.QUEUED, f"restarted by {getattr(user, 'username', 'system')}")
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])

@@ -14,16 +14,18 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.executors import get_executor
-from scheduler.models import Job, Node, Pod
+from scheduler.models import Job, JobPreemption, Node, Pod
 from scheduler.publish import (
     publish_cluster_change_on_commit,
     publish_jobs_changed_on_commit,
     wake_scheduler_on_commit,
 )
 from scheduler.services.events import job_event
+from scheduler.services.preemption import preemption_record, preemption_settle
 from scheduler.states import (
     LIVE_POD_STATUSES,
     POD_STATUS_OF_OUTCOME,
+    STARTED_JOB_STATUSES,
     EventKind,
     JobStatus,
     PodOutcome,
@@ -67,14 +69,23 @@ def _request_termination(pods: list[Pod], outcome: str) -> None:
             pod.save(update_fields=["terminate_requested"])
 
 
-def job_preempt(*, job: Job, reason: str) -> None:
-    """The job's pods get SIGTERM and the grace period; the job is Preempted (the loop's reclaim, or a drain)."""
+def job_preempt(*, job: Job, reason: str, staff_reason: str = "", kind: str = JobPreemption.Kind.RECLAIM) -> None:
+    """Reclaim, priority preemption, drain or shutdown (DESIGN §3: not a failure): the pods get SIGTERM
+    and the grace period; the job is Preempted. `reason` names no other job (members read it);
+    `staff_reason` may. Counted in `preemption_count`; `max_restarts` is not touched."""
     pods = _live_pods(job)
+    now = timezone.now()
     job.status = JobStatus.PREEMPTED
-    job.waiting_reason = reason
+    job.stop_outcome = PodOutcome.PREEMPTED  # pods exiting; cleared once they have (see _settle)
+    job.preemption_count += 1
+    job.waiting_reason = reason[:500]
+    job.waiting_reason_staff = staff_reason[:500]
     job.queue_position = None
-    job.save(update_fields=["status", "waiting_reason", "queue_position", "updated_at"])
-    job_event(job, EventKind.PREEMPTED, reason)
+    job.nominated_nodes = None
+    job.save(update_fields=["status", "stop_outcome", "preemption_count", "waiting_reason", "waiting_reason_staff",
+                            "queue_position", "nominated_nodes", "updated_at"])
+    job_event(job, EventKind.PREEMPTED, reason, staff_reason=staff_reason)
+    preemption_record(job=job, kind=kind, reason=reason, staff_reason=staff_reason, now=now)
     _request_termination(pods, PodOutcome.PREEMPTED)
     signal_pods_on_commit(pods, grace_s=grace_seconds(job), outcome=PodOutcome.PREEMPTED)
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
@@ -89,6 +100,7 @@ def job_terminate(*, job: Job, outcome: str, reason: str) -> None:
     job.queue_position = None
     job.stop_outcome = outcome
     job.waiting_reason = reason
+    job.waiting_reason_staff = ""
     if pods:
         job.status = JobStatus.STOPPING
         job_event(job, EventKind.STOPPING, reason)
@@ -108,8 +120,9 @@ def job_fail_attempt(*, job: Job, reason: str) -> None:
     if job.stop_outcome == PodOutcome.FAILED or job.status not in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
         return
     job.stop_outcome = PodOutcome.FAILED
-    job.waiting_reason = reason
-    job.save(update_fields=["stop_outcome", "waiting_reason", "updated_at"])
+    job.waiting_reason = reason[:500]
+    job.waiting_reason_staff = ""
+    job.save(update_fields=["stop_outcome", "waiting_reason", "waiting_reason_staff", "updated_at"])
     job_event(job, EventKind.ATTEMPT_FAILED, reason)
     pods = _live_pods(job)
     _request_termination(pods, PodOutcome.STOPPED)
@@ -118,56 +131,92 @@ def job_fail_attempt(*, job: Job, reason: str) -> None:
     _settle(job)
 
 
+_SETTLING = (JobStatus.STOPPING, JobStatus.PREEMPTED, JobStatus.ENV_PREPARING, JobStatus.RUNNING)
+
+
 def _settle(job: Job) -> None:
-    """Once no pod of the job is live: Succeeded, Stopped, Restarting, Failed or (final) Preempted."""
-    settling = (JobStatus.STOPPING, JobStatus.PREEMPTED, JobStatus.ENV_PREPARING, JobStatus.RUNNING)
-    if job.status not in settling or (job.status == JobStatus.PREEMPTED and job.finished_at):
+    """Once no pod of the job is live: Succeeded, Stopped, Restarting, Failed, or Preempted — queued
+    again at once (fault tolerance on) or staying Preempted (off)."""
+    if job.status not in _SETTLING or (job.status == JobStatus.PREEMPTED and not job.preempted_exiting):
         return
     if job.pods.filter(status__in=LIVE_POD_STATUSES).exists():
         return
     now = timezone.now()
-    if job.status == JobStatus.STOPPING:
-        job.status = JobStatus.STOPPED
-        job.finished_at = now
-        job_event(job, EventKind.STOPPED, job.waiting_reason or "stopped")
-    elif job.status == JobStatus.PREEMPTED or job.stop_outcome == PodOutcome.FAILED:
-        cause = PodOutcome.PREEMPTED if job.status == JobStatus.PREEMPTED else PodOutcome.FAILED
-        if can_restart(job):
-            delay = restart_backoff(job)
-            job.status = JobStatus.RESTARTING
-            job.restart_after = now + delay
-            job_event(
-                job,
-                EventKind.RESTARTING,
-                f"{cause}: restarting in {delay.total_seconds():.0f} s "
-                f"(restart {job.restart_count + 1} of {job.max_restarts})",
-            )
-        elif cause == PodOutcome.PREEMPTED:
-            job.finished_at = now
-            why = "fault tolerance is off" if not job.fault_tolerance else f"all {job.max_restarts} restarts used"
-            job_event(job, EventKind.NOT_RESTARTED, f"stays Preempted: {why}")
-        else:
-            job.status = JobStatus.FAILED
-            job.finished_at = now
-            why = "fault tolerance is off" if not job.fault_tolerance else f"all {job.max_restarts} restarts used"
-            job_event(job, EventKind.FAILED, f"{job.waiting_reason}; not restarted: {why}")
-    elif job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
+    if job.status in STARTED_JOB_STATUSES and job.stop_outcome != PodOutcome.FAILED:
         unfinished = job.pods.filter(attempt=job.attempt).exclude(status=PodStatus.SUCCEEDED).count()
         if unfinished:
             # Pods ended without finishing and nobody asked the job to stop: a failed attempt.
             job.stop_outcome = PodOutcome.FAILED
             job.waiting_reason = f"{unfinished} pod(s) ended without finishing"
-            job.save(update_fields=["stop_outcome", "waiting_reason", "updated_at"])
-            _settle(job)
-            return
+            job.waiting_reason_staff = ""
+    _close_attempt(job, now)
+    if job.status == JobStatus.STOPPING:
+        preemption_settle(job=job, now=now)  # stopped while a preemption's pods were exiting
+        job.status = JobStatus.STOPPED
+        job.finished_at = now
+        job_event(job, EventKind.STOPPED, job.waiting_reason or "stopped")
+    elif job.status == JobStatus.PREEMPTED:
+        _settle_preempted(job, now)
+    elif job.stop_outcome == PodOutcome.FAILED:
+        _settle_failed(job, now)
+    else:
         job.status = JobStatus.SUCCEEDED
         job.finished_at = now
-        job.waiting_reason = ""
+        job.waiting_reason = job.waiting_reason_staff = ""
         job_event(job, EventKind.SUCCEEDED, "all pods exited with code 0")
     job.save()
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
     publish_cluster_change_on_commit()  # its GPUs are free again
     wake_scheduler_on_commit()
+
+
+def _close_attempt(job: Job, now: datetime) -> None:
+    """The attempt has ended: its run time and GPU time join the job's totals (once per attempt:
+    every caller leaves the settling states)."""
+    if job.started_at is None:
+        return
+    seconds = max(0.0, (now - job.started_at).total_seconds())
+    job.run_seconds += seconds
+    job.gpu_seconds += job.total_gpus * seconds
+
+
+def _settle_preempted(job: Job, now: datetime) -> None:
+    """DESIGN §3: back in the queue at once — no backoff, queue time kept, no restart used — and shown
+    Preempted until it runs again; with fault tolerance off it stays Preempted until restarted."""
+    record = preemption_settle(job=job, now=now)
+    lost = ""
+    if record is not None and record.lost_steps is not None:
+        lost = f"; {record.lost_steps:,} step(s) since the last checkpoint lost"
+    job.stop_outcome = ""
+    job.nominated_nodes = None
+    if job.fault_tolerance:
+        job.in_quota = None
+        job.restart_after = None
+        job_event(job, EventKind.QUEUED, f"preemption {job.preemption_count:,}: queuing again at once, queue time "
+                  f"kept; resumes automatically from its last checkpoint{lost}")
+    else:
+        job.finished_at = now
+        job_event(job, EventKind.NOT_RESTARTED, f"stays Preempted: fault tolerance is off; restart it to resume "
+                  f"from its last checkpoint{lost}")
+
+
+def _settle_failed(job: Job, now: datetime) -> None:
+    """A failure: restart after an exponential backoff, using one of `max_restarts`; else Failed."""
+    if can_restart(job):
+        delay = restart_backoff(job)
+        job.status = JobStatus.RESTARTING
+        job.restart_after = now + delay
+        job_event(
+            job,
+            EventKind.RESTARTING,
+            f"failed: restarting in {delay.total_seconds():.0f} s (restart {job.restart_count + 1:,} of "
+            f"{job.max_restarts:,})",
+        )
+        return
+    job.status = JobStatus.FAILED
+    job.finished_at = now
+    why = "fault tolerance is off" if not job.fault_tolerance else f"all {job.max_restarts:,} restarts used"
+    job_event(job, EventKind.FAILED, f"{job.waiting_reason}; not restarted: {why}")
 
 
 def _lock_job_then_pod(pod_id: int) -> tuple[Job, Pod] | tuple[None, None]:
@@ -198,8 +247,9 @@ def pod_running(*, pod_id: int, attempt: int, pid: int | None = None) -> bool:
     ):
         job.status = JobStatus.RUNNING
         job.save(update_fields=["status", "updated_at"])
-        resumed = job.progress.get("resumed_from_step") if job.restart_count else None
-        job_event(job, EventKind.RUNNING, "all pods running" + (f"; resuming from step {resumed}" if resumed else ""))
+        # Only this attempt's report counts: the job's progress may still be the previous attempt's.
+        resumed = job.progress.get("resumed_from_step") if job.progress.get("attempt") == attempt else None
+        job_event(job, EventKind.RUNNING, "all pods running" + (f"; resumed from step {resumed:,}" if resumed else ""))
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
     return True
 
@@ -219,6 +269,12 @@ def pod_exited(*, pod_id: int, attempt: int, exit_code: int | None, outcome: str
     pod.finished_at = timezone.now()
     pod.save(update_fields=["status", "exit_code", "reason", "finished_at"])
     label = f"{pod.role}-{pod.index}"
+    if outcome == PodOutcome.PREEMPTED and not pod.terminate_requested and job.attempt == attempt and (
+        job.status in STARTED_JOB_STATUSES
+    ):
+        # Its node stopped its pods (a worker or console shutting down): a preemption, not a failure.
+        where = f"node {pod.node.name}" if pod.node else "its node"
+        job_preempt(job=job, reason=f"{where} shut down: pod {label} preempted", kind=JobPreemption.Kind.SHUTDOWN)
     if outcome == PodOutcome.FAILED:
         job_event(job, "pod-failed", f"pod {label} failed: {pod.reason}")
         job_fail_attempt(job=job, reason=f"pod {label} failed: {pod.reason}")
@@ -244,8 +300,8 @@ def job_progress(*, job_id: int, attempt: int, progress: dict) -> None:
 def jobs_restart_for_node(*, node: Node, reason: str) -> None:
     job_ids = set(Pod.objects.filter(node=node, status__in=LIVE_POD_STATUSES).values_list("job_id", flat=True))
     for job in Job.objects.select_for_update().filter(pk__in=job_ids):
-        if job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
-            job_preempt(job=job, reason=reason)
+        if job.status in STARTED_JOB_STATUSES:
+            job_preempt(job=job, reason=reason, kind=JobPreemption.Kind.DRAIN)
 
 
 @transaction.atomic
@@ -256,8 +312,8 @@ def local_nodes_release(*, reason: str) -> int:
     for node in Node.objects.filter(inventory_source=Node.InventorySource.DEMO):
         job_ids = set(Pod.objects.filter(node=node, status__in=LIVE_POD_STATUSES).values_list("job_id", flat=True))
         for job in Job.objects.select_for_update().filter(pk__in=job_ids):
-            if job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
-                job_preempt(job=job, reason=reason)
+            if job.status in STARTED_JOB_STATUSES:
+                job_preempt(job=job, reason=reason, kind=JobPreemption.Kind.SHUTDOWN)
                 count += 1
     return count
 
@@ -291,7 +347,7 @@ def node_mark_lost(*, node: Node, reason: str | None = None) -> None:
 
 
 def restarts_due(*, now: datetime) -> int:
-    """Restarting jobs whose backoff has passed go back to Queuing with their first queue time."""
+    """Restarting jobs (after a failure) whose backoff has passed go back to Queuing with their first queue time."""
     count = 0
     for job in Job.objects.select_for_update().filter(status=JobStatus.RESTARTING, restart_after__lte=now):
         job.status = JobStatus.QUEUING
@@ -301,7 +357,8 @@ def restarts_due(*, now: datetime) -> int:
         job.stop_outcome = ""
         job.restart_after = None
         job.save()
-        job_event(job, EventKind.QUEUED, f"queuing again (restart {job.restart_count} of {job.max_restarts}); queue time kept")
+        job_event(job, EventKind.QUEUED,
+                  f"queuing again (restart {job.restart_count:,} of {job.max_restarts:,}); queue time kept")
         publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
         count += 1
     return count

@@ -81,8 +81,9 @@ def _check_tree(quota: ResourceQuota) -> None:
         if parent.resource_type != quota.resource_type:
             raise ValidationError(
                 {
-                    "parent": f"Quota {quota.name} is {quota.resource_type} but its parent {parent.name} is "
-                    f"{parent.resource_type}; a quota tree stays in one resource type."
+                    "resource_type": f"Quota {quota.name} is stated {quota.resource_type} but its parent "
+                    f"{parent.name} is {parent.resource_type}: a child quota belongs to its parent's pool "
+                    "(leave the resource type empty to inherit it)."
                 }
             )
         # Walk up: the parent must not be a descendant of this quota.
@@ -93,7 +94,8 @@ def _check_tree(quota: ResourceQuota) -> None:
             ancestor = ancestor.parent
     if quota.pk is not None and quota.children.exclude(resource_type=quota.resource_type).exists():
         raise ValidationError({"resource_type": f"Quota {quota.name} has children of another resource type."})
-    for violation in _engine_violations(quota):
+    # GPUs first: a CPU or memory share derived from the GPUs is not what the person typed.
+    for violation in sorted(_engine_violations(quota), key=lambda v: not v.key.startswith(GPU_PREFIX)):
         raise ValidationError(_as_field_error(violation, quota))
 
 
@@ -139,18 +141,56 @@ def _as_field_error(v: TreeViolation, quota: ResourceQuota) -> dict[str, str]:
             f"{_label(v.key)}, above {v.other}'s min of {_amount(v.key, v.limit)}."}
 
 
+def pool_share_per_gpu(pool: str) -> tuple[Decimal, Decimal]:
+    """The pool's CPU cores and memory GiB per GPU (all its nodes): what a quota's `min` gets per
+    guaranteed GPU when it names no CPU or memory. (0, 0) for a pool without GPUs."""
+    gpus, cpu, memory = 0, Decimal(0), Decimal(0)
+    for count, cores, gib in Node.objects.filter(resource_type=pool).values_list("gpu_count", "cpu", "memory_gib"):
+        gpus, cpu, memory = gpus + count, cpu + cores, memory + gib
+    if not gpus:
+        return Decimal(0), Decimal(0)
+    step = Decimal("0.001")
+    return (cpu / gpus).quantize(step), (memory / gpus).quantize(step)
+
+
+def _apply_min_shares(quota: ResourceQuota, fields: Mapping[str, Any]) -> None:
+    """`min` names CPU and memory, or gets them in proportion to its GPUs (None: in proportion)."""
+    proportional = [name for name in ("min_cpu", "min_memory_gib") if name in fields and fields[name] is None]
+    if not proportional:
+        return
+    cpu_per_gpu, memory_per_gpu = pool_share_per_gpu(quota.resource_type)
+    gpus = quota.min_gpu_total
+    if "min_cpu" in proportional:
+        quota.min_cpu = cpu_per_gpu * gpus
+    if "min_memory_gib" in proportional:
+        quota.min_memory_gib = memory_per_gpu * gpus
+
+
+def _inherit_pool(quota: ResourceQuota, fields: Mapping[str, Any]) -> None:
+    """DESIGN §2: a child quota belongs to its parent's pool; a quota that states none is its parent's
+    (a root: general). A different one stated is refused by `_check_tree`."""
+    if fields.get("resource_type") in (None, ""):
+        parent = fields.get("parent", quota.parent if quota.parent_id else None)
+        if parent is not None:
+            quota.resource_type = parent.resource_type
+        elif not quota.resource_type:
+            quota.resource_type = ResourceType.GENERAL
+
+
 def _apply(quota: ResourceQuota, fields: Mapping[str, Any]) -> None:
     for name in ("name", "description", "resource_type"):
-        if name in fields:
+        if name in fields and fields[name] not in (None, ""):
             setattr(quota, name, fields[name])
     if "parent" in fields:
         quota.parent = fields["parent"]
+    _inherit_pool(quota, fields)
     if "min_gpus" in fields:
         quota.min_gpus = _gpus(fields["min_gpus"] or {}, "min_gpus")
-    if "min_cpu" in fields:
+    if fields.get("min_cpu") is not None:
         quota.min_cpu = _decimal(fields["min_cpu"] or 0, "min_cpu")
-    if "min_memory_gib" in fields:
+    if fields.get("min_memory_gib") is not None:
         quota.min_memory_gib = _decimal(fields["min_memory_gib"] or 0, "min_memory_gib")
+    _apply_min_shares(quota, fields)
     if "max_gpus" in fields:
         quota.max_gpus = _gpus(fields["max_gpus"], "max_gpus")
     if "max_cpu" in fields:
@@ -184,11 +224,11 @@ def _set_workspaces(quota: ResourceQuota, workspaces: Iterable[Workspace] | None
 def quota_create(
     *,
     name: str,
-    resource_type: str = ResourceType.GENERAL,
+    resource_type: str | None = None,
     parent: ResourceQuota | None = None,
     min_gpus: Mapping[str, int] | None = None,
-    min_cpu: Any = 0,
-    min_memory_gib: Any = 0,
+    min_cpu: Any = None,
+    min_memory_gib: Any = None,
     max_gpus: Mapping[str, int] | None = None,
     max_cpu: Any = None,
     max_memory_gib: Any = None,
@@ -223,12 +263,12 @@ def quota_update(
     *, quota: ResourceQuota, workspaces: Iterable[Workspace] | None = None, **fields: Any
 ) -> ResourceQuota:
     quota = ResourceQuota.objects.select_for_update().get(pk=quota.pk)
-    if "resource_type" in fields and fields["resource_type"] != quota.resource_type:
-        if quota.jobs.exists() or quota.children.exists():
-            raise ValidationError(
-                {"resource_type": f"Quota {quota.name} has children or jobs; its resource type cannot change."}
-            )
+    pool = quota.resource_type
     _apply(quota, fields)
+    if quota.resource_type != pool and (quota.jobs.exists() or quota.children.exists()):
+        raise ValidationError(
+            {"resource_type": f"Quota {quota.name} has children or jobs; its resource type cannot change."}
+        )
     _validate(quota)
     quota.save()
     _set_workspaces(quota, workspaces)

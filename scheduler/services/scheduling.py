@@ -18,12 +18,13 @@ from django.utils import timezone
 from scheduler.engine.types import Decisions
 from scheduler.engine_rows import SnapshotIndex
 from scheduler.executors import get_executor
-from scheduler.models import AllocationSample, Job, JobEvent, Node, Pod
+from scheduler.models import AllocationSample, Job, JobEvent, JobPreemption, Node, Pod
 from scheduler.publish import publish_cluster_change_on_commit, publish_jobs_changed_on_commit
 from scheduler.selectors import allocation_by_quota
 from scheduler.services.bulk import in_ids, insert_rows, insert_values, set_column
 from scheduler.services.events import job_event
 from scheduler.services.lifecycle import job_preempt
+from scheduler.services.preemption import reason_texts, reclaim_texts
 from scheduler.states import LIVE_POD_STATUSES, EventKind, JobStatus
 
 
@@ -39,7 +40,29 @@ def _free_gpu_indices(node_ids: set[int]) -> dict[int, list[int]]:
 
 def _display(index: SnapshotIndex, key: str) -> str:
     job = index.jobs.get(key)
-    return job.name if job else key
+    return job.name if job else key.split("#")[0]
+
+
+class _Names(dict):
+    """Engine key → job name, looked up only for the keys a reason text contains."""
+
+    def __init__(self, index: SnapshotIndex) -> None:
+        super().__init__()
+        self.index = index
+
+    def __missing__(self, key: str) -> str:
+        return _display(self.index, key)
+
+    def get(self, key: str, default: str | None = None) -> str:  # type: ignore[override]
+        return self[key]
+
+
+def _reasons(decisions: Decisions, index: SnapshotIndex, key: str, default: str = "") -> tuple[str, str]:
+    """A pending or nominated job's reason as (member text, staff text): members never read another
+    job's name nor an internal key."""
+    text = str(decisions.reasons.get(key, default))
+    member, staff = reason_texts(text, _Names(index))
+    return member[:500], staff[:500]
 
 
 def cycle_apply(*, decisions: Decisions, index: SnapshotIndex, now: datetime) -> list[tuple[Job, list[Pod]]]:
@@ -63,16 +86,19 @@ def cycle_apply(*, decisions: Decisions, index: SnapshotIndex, now: datetime) ->
 
 def _apply_preemptions(decisions: Decisions, index: SnapshotIndex) -> None:
     for key, preemption in decisions.preempted.items():
-        job_preempt(
-            job=index.jobs[key],
-            reason=f"reclaimed by quota {preemption.by_quota} for job {_display(index, preemption.for_job)}",
-        )
+        if preemption.reason.startswith("reclaimed by quota"):
+            member, staff = reclaim_texts(by_quota=preemption.by_quota, for_job=_display(index, preemption.for_job))
+            kind = JobPreemption.Kind.RECLAIM
+        else:  # e.g. "preempted by a higher-priority job of the same quota" (DESIGN §2b)
+            member, staff = reason_texts(preemption.reason, _Names(index))
+            kind = JobPreemption.Kind.PRIORITY if "priority" in preemption.reason else JobPreemption.Kind.RECLAIM
+        job_preempt(job=index.jobs[key], reason=member, staff_reason=staff, kind=kind)
 
 
 def _admitted_fields(now: datetime) -> dict:
     """What admission sets on a job besides in_quota, gpu_type and attempt (the same for every job)."""
     return dict(status=JobStatus.ENV_PREPARING, started_at=now, nominated_nodes=None, waiting_reason="",
-                queue_position=None, stop_outcome="")
+                waiting_reason_staff="", queue_position=None, stop_outcome="")
 
 
 def _place_pods(job: Job, key: str, nodes: tuple[str, ...], index: SnapshotIndex,
@@ -128,14 +154,17 @@ def _apply_admissions(decisions: Decisions, index: SnapshotIndex, now: datetime,
 def _apply_nominations(decisions: Decisions, index: SnapshotIndex, changed: list[Job]) -> None:
     for key, nodes in decisions.nominated.items():
         job = index.jobs[key]
-        reason = str(decisions.reasons.get(key, "waiting for preempted jobs to exit"))
+        reason, staff = _reasons(decisions, index, key, "waiting for preempted jobs to exit")
         if job.nominated_nodes != list(nodes):
-            job_event(job, EventKind.NOMINATED, reason)
-        if job.nominated_nodes != list(nodes) or job.waiting_reason != reason or job.queue_position is not None:
+            job_event(job, EventKind.NOMINATED, reason, staff_reason=staff)
+        if (job.nominated_nodes != list(nodes) or job.waiting_reason != reason or job.waiting_reason_staff != staff
+                or job.queue_position is not None):
             job.nominated_nodes = list(nodes)
-            job.waiting_reason = reason[:500]
+            job.waiting_reason = reason
+            job.waiting_reason_staff = staff
             job.queue_position = None
-            job.save(update_fields=["nominated_nodes", "waiting_reason", "queue_position", "updated_at"])
+            job.save(update_fields=["nominated_nodes", "waiting_reason", "waiting_reason_staff", "queue_position",
+                                    "updated_at"])
             changed.append(job)
 
 
@@ -152,21 +181,22 @@ def _apply_pending(decisions: Decisions, index: SnapshotIndex, changed: list[Job
     """Queue positions shift whenever a job ahead leaves the queue, so they are written in one pass;
     reasons are shared by many jobs, so one UPDATE per distinct reason."""
     positions: list[tuple[int, int]] = []
-    by_reason: dict[str, list[int]] = defaultdict(list)
+    by_reason: dict[tuple[str, str], list[int]] = defaultdict(list)
     renominated: list[int] = []
-    texts: dict[object, str] = {}  # reason value -> its text: equal values (many jobs) are rendered once
+    texts: dict[object, tuple[str, str]] = {}  # reason value -> (member text, staff text)
     for position, key in enumerate(decisions.pending, start=1):
         job = index.jobs[key]
         why = decisions.reasons.get(key)
-        reason = texts.get(why)
-        if reason is None:
-            reason = texts[why] = str(why)[:500] if why is not None else ""
+        pair = texts.get(why)
+        if pair is None:  # equal reason values (many jobs share one) are rendered once
+            pair = texts[why] = _reasons(decisions, index, key)
+        reason, staff = pair
         touched = False
         if job.queue_position != position:
             positions.append((job.pk, position))
             touched = True
-        if job.waiting_reason != reason:
-            by_reason[reason].append(job.pk)
+        if job.waiting_reason != reason or job.waiting_reason_staff != staff:
+            by_reason[(reason, staff)].append(job.pk)
             touched = True
         if job.nominated_nodes:  # a withdrawn nomination
             renominated.append(job.pk)
@@ -174,8 +204,8 @@ def _apply_pending(decisions: Decisions, index: SnapshotIndex, changed: list[Job
         if touched:
             changed.append(job)
     set_column(Job, "queue_position", positions)
-    for reason, ids in by_reason.items():
-        Job.objects.filter(pk__in=in_ids(ids)).update(waiting_reason=reason)
+    for (reason, staff), ids in by_reason.items():
+        Job.objects.filter(pk__in=in_ids(ids)).update(waiting_reason=reason, waiting_reason_staff=staff)
     if renominated:
         Job.objects.filter(pk__in=in_ids(renominated)).update(nominated_nodes=None)
 

@@ -8,35 +8,43 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from .charts import Scaled
+from .clusters import (
+    load_cluster_yaml,
+    load_openb_nodes,
+    load_philly_vcs,
+    openb_cluster,
+    philly_cluster,
+    scale_cluster,
+)
 from .metrics import figures as replay_figures
 from .metrics import targets as issue_targets
+from .model import ReplayConfig, ReplayResult
 from .policies import POLICIES
-from .replay import ReplayConfig, ReplayResult, replay
+from .replay import replay
 from .report import FIGURE_ROWS, write_report
 from .traces import (
     OPENB_NODES,
     PHILLY_JOBS,
     PHILLY_VCS,
     SHARED_TRACES,
+    Bound,
     Cluster,
     TraceError,
     TraceJob,
-    load_cluster_yaml,
     load_jobs_csv,
-    load_openb_nodes,
     load_philly_jobs,
-    load_philly_vcs,
-    openb_cluster,
-    philly_cluster,
-    scale_cluster,
 )
 
 DEFAULT_REPORT = "build/simulation-report.html"
+SWEEP_SCALES = (0.25, 0.2, 0.15)
 
 Write = Callable[[str], None]
 
@@ -49,18 +57,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trace", default="philly",
         help="`philly` (../shared/traces/philly_pollux.csv) or a jobs CSV "
-        "(name,quota,submit_s,duration_s,gpus[,gpu_type,priority,idle]; see docs/simulator.md)",
+        "(name,quota,submit_s,duration_s,gpus[,gpu_type,priority,idle,cpu,memory_gib]; see docs/simulator.md)",
     )
     parser.add_argument("--cluster", help="cluster YAML (nodes and quotas); required with a jobs CSV")
     parser.add_argument(
         "--inventory", choices=("philly", "openb"), default="philly",
         help="nodes for the Philly trace: its VCs as 8-GPU P100 nodes, or the openb GPU nodes shared by VC size",
     )
-    parser.add_argument("--policy", default=",".join(POLICIES), help="comma-separated: strict,idle,pool")
+    parser.add_argument("--policy", default=",".join(POLICIES), help=f"comma-separated: {','.join(POLICIES)}")
     parser.add_argument("--scale", type=_positive_float, default=1.0,
-                        help="multiply every quota and the inventory by F (whole nodes, rounded up)")
+                        help="multiply every quota and the inventory by F (rounded up: docs/simulator.md)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="replay every policy at each of --sweep-scales (instead of --scale); one report")
+    parser.add_argument("--sweep-scales", type=_scales, default=SWEEP_SCALES,
+                        help="comma-separated scales for --sweep (default 0.25,0.2,0.15)")
+    parser.add_argument("--window", nargs=2, metavar=("START", "END"),
+                        help="only jobs submitted in [START, END): seconds from the trace's first submission "
+                        "(suffix m, h or d allowed: 30d) or, for Philly, dates (2017-10-01)")
     parser.add_argument("--checkpoint-minutes", type=_positive_float, default=10.0,
-                        help="checkpoint interval of every job; work since the last one is redone")
+                        help="work between two checkpoints of a job; work since the last one is redone")
+    parser.add_argument("--checkpoint-cost-seconds", type=_non_negative_float, default=30.0,
+                        help="wall time of one checkpoint save (no progress meanwhile)")
+    parser.add_argument("--restart-seconds", type=_non_negative_float, default=60.0,
+                        help="wall time a run resumed after a preemption spends before making progress")
+    parser.add_argument("--checkpoint-seed", type=int, default=0,
+                        help="seed of each job's random checkpoint phase (same seed, same replay)")
+    parser.add_argument("--fixed-checkpoint-phase", action="store_true",
+                        help="every job's first checkpoint one interval into its work (no random phase)")
     parser.add_argument("--grace-seconds", type=_non_negative_float, default=30.0,
                         help="grace period between SIGTERM and SIGKILL of a preempted job")
     parser.add_argument("--cycle-seconds", type=_non_negative_float, default=10.0,
@@ -76,98 +99,138 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
-    """Load, replay every policy, print the figures, write the report; returns the closing JSON object."""
+    """Load, replay every policy at every scale, print the figures, write the report; returns the closing JSON."""
     policies = [p.strip() for p in str(options["policy"]).split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]
     if unknown or not policies:
         raise SimulationError(f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(POLICIES)}")
-    jobs, cluster, trace_name = load_inputs(options)
+    scales = list(options.get("sweep_scales") or SWEEP_SCALES) if options.get("sweep") else [float(options["scale"])]
+    jobs, trace_name = load_jobs(options)
     if not jobs:
-        raise SimulationError("the trace has no jobs")
-    write(
-        f"{cluster.description}: {len(jobs):,} jobs, {cluster.total_gpus:,} GPUs; cycle {options['cycle_seconds']:g} s, "
-        f"grace {options['grace_seconds']:g} s, checkpoints every {options['checkpoint_minutes']:g} min"
+        raise SimulationError("the trace has no jobs" + (" in that window" if options.get("window") else ""))
+    settings = (
+        f"cycle {options['cycle_seconds']:g} s, grace {options['grace_seconds']:g} s, checkpoints every "
+        f"{options['checkpoint_minutes']:g} min costing {options.get('checkpoint_cost_seconds', 30.0):g} s "
+        f"({'fixed' if options.get('fixed_checkpoint_phase') else 'random'} phase), "
+        f"restart {options.get('restart_seconds', 60.0):g} s"
     )
-    results: list[ReplayResult] = []
-    all_figures: dict[str, dict] = {}
-    for policy in policies:
-        config = ReplayConfig(
-            policy=policy,
-            cycle_s=float(options["cycle_seconds"]),
-            grace_s=float(options["grace_seconds"]),
-            checkpoint_s=float(options["checkpoint_minutes"]) * 60,
-            prune=not options.get("exact", False),
-            skip_unchanged=not options.get("exact", False),
-            label=policy,
-            progress_every=0.0 if options.get("quiet") else 0.05,
-        )
-        result = replay(jobs, cluster, config, progress=progress)
-        results.append(result)
-        all_figures[policy] = replay_figures(result)
-        for note in result.notes:
-            progress(f"[{policy}] note: {note}")
-    for line in format_table(all_figures):
-        write(line)
+    sweep: list[Scaled] = []
+    notes: set[str] = set()
+    for scale in scales:
+        cluster = load_cluster(options, scale)
+        write(f"{cluster.description}: {len(jobs):,} jobs, {cluster.total_gpus:,} GPUs; {settings}")
+        results: list[ReplayResult] = []
+        all_figures: dict[str, dict] = {}
+        for policy in policies:
+            label = f"{policy} {scale:g}" if len(scales) > 1 else policy
+            result = replay(jobs, cluster, replay_config(options, policy, label), progress=progress)
+            results.append(result)
+            all_figures[policy] = replay_figures(result)
+            for note in result.notes:
+                progress(f"[{label}] note: {note}")
+                notes.add(note)
+        for line in format_table(all_figures):
+            write(line)
+        checks = issue_targets(all_figures)
+        if checks is not None:
+            write(_targets_line(checks))
+        sweep.append(Scaled(scale=scale, results=results, figures=all_figures))
+    window = f", window {' to '.join(options['window'])}" if options.get("window") else ""
+    scale_text = "scales " + ", ".join(f"{s:g}" for s in scales) if len(scales) > 1 else f"scale {scales[0]:g}"
     report = write_report(
         options.get("report") or DEFAULT_REPORT,
-        results,
-        all_figures,
-        title=f"Tidepool replay: {trace_name}, scale {options['scale']:g}",
-        details=[
-            cluster.description,
-            f"{len(jobs):,} jobs; cycle {options['cycle_seconds']:g} s, grace {options['grace_seconds']:g} s, "
-            f"checkpoints every {options['checkpoint_minutes']:g} min",
-            *{note for r in results for note in r.notes},
-        ],
+        sweep,
+        title=f"Tidepool replay: {trace_name}{window}, {scale_text}",
+        details=[f"{len(jobs):,} jobs; {settings}", *sorted(notes)],
     )
     write(f"report: {report}")
-    checks = issue_targets(all_figures)
-    if checks is not None:
-        write(
-            f"idle vs pool allocation {100 * checks['allocation_vs_pool']:.2f} % "
-            f"({'ok' if checks['allocation_within_2pct'] else 'MISSED'}: within 2 %); "
-            f"fits-quota p95 {checks['fits_quota_p95_s']:g} s vs allowed {checks['fits_quota_p95_allowed_s']:g} s "
-            f"({'ok' if checks['fits_quota_p95_ok'] else 'MISSED'}); "
-            f"lost {100 * checks['lost_share']:.3f} % ({'ok' if checks['lost_under_1pct'] else 'MISSED'}: under 1 %)"
-        )
-    closing = {
+    closing: dict[str, Any] = {
         "trace": trace_name,
         "inventory": options.get("inventory", "philly") if not options.get("cluster") else options["cluster"],
-        "scale": options["scale"],
+        "window": options.get("window"),
         "jobs": len(jobs),
-        "gpus": cluster.total_gpus,
         "report": str(report),
-        "policies": all_figures,
-        "targets": checks,
     }
+    if len(scales) == 1:
+        only = sweep[0]
+        closing |= {
+            "scale": scales[0], "gpus": only.results[0].total_gpus, "policies": dict(only.figures),
+            "targets": issue_targets(dict(only.figures)),
+        }
+    else:
+        closing["sweep"] = [
+            {"scale": s.scale, "gpus": s.results[0].total_gpus, "policies": dict(s.figures)} for s in sweep
+        ]
     write(json.dumps(closing, sort_keys=False))
     return closing
 
 
-def load_inputs(options: Mapping[str, Any]) -> tuple[list[TraceJob], Cluster, str]:
+def replay_config(options: Mapping[str, Any], policy: str, label: str) -> ReplayConfig:
+    exact = bool(options.get("exact", False))
+    return ReplayConfig(
+        policy=policy,
+        cycle_s=float(options["cycle_seconds"]),
+        grace_s=float(options["grace_seconds"]),
+        checkpoint_s=float(options["checkpoint_minutes"]) * 60,
+        checkpoint_cost_s=float(options.get("checkpoint_cost_seconds", 30.0)),
+        restart_s=float(options.get("restart_seconds", 60.0)),
+        checkpoint_seed=None if options.get("fixed_checkpoint_phase") else int(options.get("checkpoint_seed", 0)),
+        prune=not exact,
+        skip_unchanged=not exact,
+        label=label,
+        progress_every=0.0 if options.get("quiet") else 0.05,
+    )
+
+
+def _targets_line(checks: Mapping[str, Any]) -> str:
+    return (
+        f"idle vs pool useful allocation {100 * checks['allocation_vs_pool']:.2f} % "
+        f"({'ok' if checks['allocation_within_2pct'] else 'MISSED'}: within 2 %); "
+        f"fits-quota p95 wait {checks['fits_quota_p95_s']:g} s vs allowed {checks['fits_quota_p95_allowed_s']:g} s "
+        f"({'ok' if checks['fits_quota_p95_ok'] else 'MISSED'}); "
+        f"lost {100 * checks['lost_share']:.3f} % ({'ok' if checks['lost_under_1pct'] else 'MISSED'}: under 1 %)"
+    )
+
+
+def load_jobs(options: Mapping[str, Any]) -> tuple[list[TraceJob], str]:
     traces = Path(options.get("traces_dir") or SHARED_TRACES)
-    trace, scale, limit = options["trace"], float(options["scale"]), options.get("limit")
+    trace, limit = options["trace"], options.get("limit")
+    window = tuple(parse_bound(text) for text in options["window"]) if options.get("window") else (None, None)
     try:
         if trace == "philly":
-            _need(traces / PHILLY_JOBS)
-            jobs = load_philly_jobs(traces / PHILLY_JOBS, limit=limit)
-            name = "philly"
-        else:
-            jobs = load_jobs_csv(_need(Path(trace)), limit=limit)
-            name = Path(trace).name
-        if options.get("cluster"):
-            cluster = scale_cluster(load_cluster_yaml(_need(Path(options["cluster"]))), scale)
-        elif trace != "philly":
-            raise SimulationError("a jobs CSV needs --cluster FILE (nodes and quotas)")
-        else:
-            vcs = load_philly_vcs(_need(traces / PHILLY_VCS))
-            if options.get("inventory", "philly") == "openb":
-                cluster = openb_cluster(load_openb_nodes(_need(traces / OPENB_NODES)), vcs, scale)
-            else:
-                cluster = philly_cluster(vcs, scale)
+            return load_philly_jobs(_need(traces / PHILLY_JOBS), limit=limit, window=window), "philly"
+        return load_jobs_csv(_need(Path(trace)), limit=limit, window=window), Path(trace).name
     except TraceError as exc:
         raise SimulationError(str(exc)) from exc
-    return jobs, cluster, name
+
+
+def load_cluster(options: Mapping[str, Any], scale: float) -> Cluster:
+    traces = Path(options.get("traces_dir") or SHARED_TRACES)
+    try:
+        if options.get("cluster"):
+            return scale_cluster(load_cluster_yaml(_need(Path(options["cluster"]))), scale)
+        if options["trace"] != "philly":
+            raise SimulationError("a jobs CSV needs --cluster FILE (nodes and quotas)")
+        vcs = load_philly_vcs(_need(traces / PHILLY_VCS))
+        if options.get("inventory", "philly") == "openb":
+            return openb_cluster(load_openb_nodes(_need(traces / OPENB_NODES)), vcs, scale)
+        return philly_cluster(vcs, scale)
+    except TraceError as exc:
+        raise SimulationError(str(exc)) from exc
+
+
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_bound(text: str) -> Bound:
+    """A window bound: seconds (`3600`, `90m`, `12h`, `30d`) or an ISO date and time (`2017-10-01`)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([smhd]?)\s*", text)
+    if match:
+        return float(match.group(1)) * _UNITS[match.group(2)]
+    try:
+        return datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise SimulationError(f"window bound {text!r}: expected seconds (3600, 90m, 12h, 30d) or a date") from None
 
 
 def format_table(all_figures: Mapping[str, dict]) -> list[str]:
@@ -193,6 +256,16 @@ def _positive_float(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return value
+
+
+def _scales(text: str) -> tuple[float, ...]:
+    try:
+        scales = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated scales, got {text}") from None
+    if not scales or any(scale <= 0 for scale in scales):
+        raise argparse.ArgumentTypeError(f"scales must be positive, got {text}")
+    return scales
 
 
 def _non_negative_float(text: str) -> float:

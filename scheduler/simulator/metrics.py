@@ -1,18 +1,24 @@
-"""Figures of one replay: allocation, queueing delay, JCT, preemption cost, reclaim latency.
+"""Figures of one replay, measured so that they cannot flatter a policy (docs/simulator.md).
 
-Definitions (also in docs/simulator.md):
-
-- GPU allocation rate: GPU-seconds held by pods (running or still exiting after a preemption)
-  inside the arrival window, over GPUs x window length. The window runs from the first to the
-  last submission, the same for every policy, so work pushed past the last arrival by queueing
-  counts against a policy. (A trace whose jobs all arrive at once uses first arrival to last event.)
-- Queueing delay (wait): first start minus submission. "own quota": jobs whose first run was
-  admitted In Quota; "idle": jobs whose first run was Not in Quota; "fits quota": jobs whose GPUs
-  fit their team's guarantee, the same set of jobs under every policy. Jobs that never started
-  are counted apart (`never_started`), not in the waits. `wait_by_team_s` splits waits by team.
-- JCT: completion minus submission, over finished jobs.
-- GPU-hours lost to preemption: per preemption, GPUs x (time since the last checkpoint + grace).
-  Delivered: all GPU-hours held by pods over the whole replay (lost ones included).
+- Allocation: GPU-seconds of *useful* work (work a job kept: redone work, checkpoint saves,
+  restart overhead and grace periods left out) inside the arrival window, over GPUs x window.
+  The window runs from the first to the last submission, the same for every policy, so work
+  pushed past the last arrival counts against a policy. (A trace whose jobs all arrive at once
+  uses first arrival to last event.) `held_rate` counts everything pods held, for comparison.
+- GPU-hours: useful + redone + checkpoint + restart + grace = held by pods, exactly.
+- Wait: all time a job spent queued: before its first start and after every preemption (from
+  its pods' exit to its next start). A job still queued when the replay ends (never started)
+  counts with its censored wait, up to that end. `first_wait_s` is the classic submission to
+  first start, over started jobs only. "own quota": first run admitted In Quota; "idle": first
+  run Not in Quota; "fits quota": jobs whose GPUs fit their team's guarantee (same set under
+  every policy).
+- Slowdown (bounded): (completion - submission) / max(duration, 10 s); for a job that never
+  finished, (end of the replay - submission + duration) / max(duration, 10 s), a lower bound.
+- By job size (GPUs: 1, 2-4, 5-8, 9-16, 17-31, 32+) and by quota: wait and slowdown, mean, p50,
+  p95, p99 and max; per quota also the p95 wait of each job size it submitted (the starvation
+  check: a quota's 32+-GPU jobs against its 1-GPU jobs). Jain's fairness index of the per-quota mean slowdowns:
+  (sum x)^2 / (n sum x^2), 1 when every quota's jobs are slowed alike, 1/n at worst.
+- GPU-hours lost to preemption: redone work, grace periods and restart overhead.
 - Reclaim latency: for runs that had to reclaim (were nominated), the time from entering the queue
   (submission, or the exit that re-queued it) to starting; `nominated_to_start_s` counts from the
   first nomination instead, leaving out any time spent waiting for the quota to have room.
@@ -26,7 +32,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .replay import ReplayResult
+from .model import JobOutcome, ReplayResult
+
+SLOWDOWN_FLOOR_S = 10.0  # bounded slowdown: durations under this count as this
+SIZE_BUCKETS = (("1", 0, 1), ("2–4", 2, 4), ("5–8", 5, 8), ("9–16", 9, 16), ("17–31", 17, 31), ("32+", 32, None))
+SPLIT_KEYS = ("useful", "redone", "checkpoint", "restart", "grace")
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -40,17 +50,86 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 def summary(values: Sequence[float]) -> dict[str, float | int | None]:
-    """n, mean, median, p95 (and max) of `values`; the statistics are None when there are none."""
+    """n, mean, median, p95, p99 and max of `values`; the statistics are None when there are none."""
     ordered = sorted(values)
     if not ordered:
-        return {"n": 0, "mean": None, "median": None, "p95": None, "max": None}
+        return {"n": 0, "mean": None, "median": None, "p95": None, "p99": None, "max": None}
     return {
         "n": len(ordered),
         "mean": _round(sum(ordered) / len(ordered)),
         "median": _round(percentile(ordered, 50)),
         "p95": _round(percentile(ordered, 95)),
+        "p99": _round(percentile(ordered, 99)),
         "max": _round(ordered[-1]),
     }
+
+
+def size_bucket(gpus: int) -> str:
+    """The job-size bucket of a job of `gpus` GPUs (a GPU-less job counts with the 1-GPU ones)."""
+    for label, _low, high in SIZE_BUCKETS:
+        if high is None or gpus <= high:
+            return label
+    raise AssertionError("the last bucket is open")
+
+
+def slowdown(job: JobOutcome, end_s: float) -> float:
+    """Bounded slowdown; a job that never finished counts as finishing at `end_s` plus its duration."""
+    finish = job.end_s if job.end_s is not None else end_s + job.duration_s
+    return (finish - job.submit_s) / max(job.duration_s, SLOWDOWN_FLOOR_S)
+
+
+def jain(values: Sequence[float]) -> float | None:
+    """Jain's fairness index (sum x)^2 / (n sum x^2); None for no values, 1 for all zeros."""
+    if not values:
+        return None
+    squares = sum(v * v for v in values)
+    return 1.0 if squares == 0 else sum(values) ** 2 / (len(values) * squares)
+
+
+def gpu_seconds(result: ReplayResult, start: float = -math.inf, end: float = math.inf) -> dict[str, float]:
+    """GPU-seconds of all runs inside [start, end], by where they went (useful, redone, ...)."""
+    total = dict.fromkeys(SPLIT_KEYS, 0.0)
+    for record in result.runs:
+        if record.end <= start or record.run.start >= end:
+            continue
+        for key, value in record.split(start, end).items():
+            total[key] += value
+    return total
+
+
+def group_figures(jobs: Sequence[JobOutcome], end_s: float) -> dict:
+    """n, never started, wait (all time queued) and slowdown of a group of jobs."""
+    return {
+        "n": len(jobs),
+        "never_started": sum(1 for job in jobs if job.first_start_s is None),
+        "wait_s": summary([job.queued_s for job in jobs]),
+        "slowdown": summary([slowdown(job, end_s) for job in jobs]),
+    }
+
+
+def by_size(jobs: Sequence[JobOutcome], end_s: float) -> dict[str, dict]:
+    groups: dict[str, list[JobOutcome]] = {label: [] for label, _, _ in SIZE_BUCKETS}
+    for job in jobs:
+        groups[size_bucket(job.gpus)].append(job)
+    return {label: group_figures(members, end_s) for label, members in groups.items()}
+
+
+def by_quota(jobs: Sequence[JobOutcome], end_s: float) -> dict[str, dict]:
+    groups: dict[str, list[JobOutcome]] = {}
+    for job in jobs:
+        groups.setdefault(job.team, []).append(job)
+    out = {}
+    for team in sorted(groups):
+        members = groups[team]
+        figures = group_figures(members, end_s)
+        figures["useful_gpu_h"] = _round(sum(j.useful_gpu_s for j in members) / 3600)
+        figures["redone_gpu_h"] = _round(sum(j.redone_gpu_s for j in members) / 3600)
+        figures["preemptions"] = sum(j.preemptions for j in members)
+        figures["wait_p95_by_size_s"] = {
+            label: group["wait_s"]["p95"] for label, group in by_size(members, end_s).items() if group["n"]
+        }
+        out[team] = figures
+    return out
 
 
 def held_gpu_seconds(allocation: Sequence[tuple[float, int]], start: float, end: float) -> float:
@@ -101,20 +180,19 @@ def figures(result: ReplayResult) -> dict:
     started = [job for job in jobs if job.first_start_s is not None]
     finished = [job for job in jobs if job.end_s is not None]
     waits = {
-        "all": [job.wait_s for job in started],
-        "own_quota": [job.wait_s for job in started if job.first_in_quota],
-        "idle": [job.wait_s for job in started if not job.first_in_quota],
-        "fits_quota": [job.wait_s for job in started if job.fits_guarantee],
+        "all": [job.queued_s for job in jobs],
+        "own_quota": [job.queued_s for job in started if job.first_in_quota],
+        "idle": [job.queued_s for job in started if not job.first_in_quota],
+        "fits_quota": [job.queued_s for job in jobs if job.fits_guarantee],
     }
-    by_team: dict[str, list[float]] = {}
-    for job in started:
-        by_team.setdefault(job.team, []).append(job.wait_s)
     start, end = arrival_window(result)
-    in_window = held_gpu_seconds(result.allocation, start, end)
-    delivered = held_gpu_seconds(result.allocation, 0.0, result.end_s)
-    lost = sum(job.lost_gpu_s for job in jobs)
+    in_window = gpu_seconds(result, start, end)
+    whole = gpu_seconds(result)
+    held = sum(whole.values())
+    lost = whole["redone"] + whole["restart"] + whole["grace"]
     capacity = result.total_gpus * (end - start)
     config = result.config
+    quotas = by_quota(jobs, result.end_s)
     return {
         "policy": result.policy,
         "gpus": result.total_gpus,
@@ -123,22 +201,31 @@ def figures(result: ReplayResult) -> dict:
         "never_started": len(jobs) - len(started),
         "never_started_fitting_quota": sum(1 for j in jobs if j.first_start_s is None and j.fits_guarantee),
         "finished": len(finished),
-        "allocation_rate": _round(in_window / capacity if capacity > 0 else 0.0, 5),
+        "allocation_rate": _round(in_window["useful"] / capacity if capacity > 0 else 0.0, 5),
+        "held_rate": _round(sum(in_window.values()) / capacity if capacity > 0 else 0.0, 5),
         "window_h": _round((end - start) / 3600),
+        "gpu_hours": {key: _round(value / 3600) for key, value in whole.items()} | {"held": _round(held / 3600)},
         "wait_s": {name: summary(values) for name, values in waits.items()},
-        "wait_by_team_s": {team: summary(by_team.get(team, [])) for team in sorted({job.team for job in jobs})},
+        "first_wait_s": summary([job.wait_s for job in started]),
+        "requeued_s": summary([job.queued_s - job.wait_s for job in started if job.preemptions]),
+        "slowdown": summary([slowdown(job, result.end_s) for job in jobs]),
+        "by_size": by_size(jobs, result.end_s),
+        "by_quota": quotas,
+        "jain_slowdown": _round(jain([q["slowdown"]["mean"] for q in quotas.values()]) or 0.0, 4),
         "mean_jct_s": _round(sum(j.end_s - j.submit_s for j in finished) / len(finished)) if finished else None,
         "preemptions": result.preemptions,
         "preempted_jobs": sum(1 for job in jobs if job.preemptions),
         "gpu_hours_lost": _round(lost / 3600),
-        "gpu_hours_delivered": _round(delivered / 3600),
-        "lost_share": _round(lost / delivered, 6) if delivered > 0 else 0.0,
+        "gpu_hours_delivered": _round(held / 3600),
+        "lost_share": _round(lost / held, 6) if held > 0 else 0.0,
         "reclaim_latency_s": summary(result.reclaim_latencies_s),
         "nominated_to_start_s": summary(result.nominated_to_start_s),
         "makespan_h": _round(result.end_s / 3600),
         "cycle_s": config.cycle_s,
         "grace_s": config.grace_s,
         "checkpoint_s": config.checkpoint_s,
+        "checkpoint_cost_s": config.checkpoint_cost_s,
+        "restart_s": config.restart_s,
         "cycles": result.cycles,
         "engine_calls": result.engine_calls,
         "engine_s": _round(result.engine_s, 1),

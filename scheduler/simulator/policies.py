@@ -1,7 +1,9 @@
-"""The three policies a trace is replayed under, as engine inputs (quotas and per-job settings).
+"""The policies a trace is replayed under, as engine inputs (quotas and per-job settings).
 
-The engine is the same for all three; a policy only decides which quota tree the engine sees and
-which idle mode each job asks for:
+The engine is the same for all; a policy decides which quota tree the engine sees and which idle
+mode each job asks for (and `fifo`, which jobs the replay offers it: fifo.py):
+
+- `fifo`: strict's tree and settings with head-of-line blocking per quota (the Helios baseline).
 
 - `strict`: the cluster's quota tree, every job `off`: a team gets its guarantee and nothing more.
   Jobs of teams without a guarantee, or larger than their guarantee, never start.
@@ -33,10 +35,11 @@ from scheduler.engine.types import (
 
 from .traces import Cluster, TraceJob
 
+FIFO = "fifo"
 STRICT = "strict"
 IDLE = "idle"
 POOL = "pool"
-POLICIES = (STRICT, IDLE, POOL)
+POLICIES = (FIFO, STRICT, IDLE, POOL)
 
 POOL_QUOTA_PREFIX = "pool"
 

@@ -8,10 +8,10 @@ Events at the same instant as a cycle are applied before it. With `cycle_s = 0` 
 gets its own cycle.
 
 A preempted job keeps its GPUs for the whole grace period (the conservative case: its pods use
-all of it), then exits and is queued again with its first queue time. Progress is saved every
-`checkpoint_s` of run time, counted from the start of each run; the work since the last
-checkpoint is done again, so the GPU-time lost is `gpus x (time since the last checkpoint +
-grace period)`. A victim whose remaining work ends within the grace period finishes normally.
+all of it), then exits and is queued again with its first queue time. How wall time turns into
+work (checkpoint saves at a per-job phase, their cost, the restart overhead of a resumed run, the
+work redone after a preemption) is work.py's; a victim whose run ends within the grace period
+finishes normally.
 
 Two savings keep 82k-job replays fast without changing any decision (tests compare both ways):
 
@@ -19,8 +19,7 @@ Two savings keep 82k-job replays fast without changing any decision (tests compa
   form a class; the engine takes a class in queue order, and if one of them cannot be placed, no
   later one can (it meets the same or a fuller cluster). At most `B` of a class can be admitted or
   nominated in one cycle, where `B` follows from the GPUs that the class could possibly get
-  (quota headroom, free, being-released and borrowed capacity), so only the first `B` of each
-  class go into the snapshot.
+  (ledger.py), so only the first `B` of each class go into the snapshot.
 - Skipping: when nothing was freed since the last engine call and every job of the snapshot-to-be
   was already pending in that call, the engine would decide what it decided then (nothing), so
   the call is skipped. The cycle still counts for the `cycle_s` spacing.
@@ -33,138 +32,34 @@ import math
 import time
 from bisect import bisect_left, insort
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from scheduler.engine.quota import effective_min
 from scheduler.engine.types import (
-    GPU_PREFIX,
-    IDLE_OFF,
-    IDLE_ONLY,
     NOMINATED,
-    PENDING,
     RUNNING,
     TERMINATING,
     Decisions,
     Job,
     Node,
-    Pod,
     Quota,
     Snapshot,
 )
 
-from .policies import PolicySetup, build_policy, fits_guarantee, quota_path
-from .traces import Cluster, TraceJob, pod_sizes
+from . import fifo
+from . import jobs as states
+from .jobs import SimJob, build_jobs
+from .ledger import JobClass, Ledger
+from .model import JobOutcome, ReplayConfig, ReplayResult
+from .policies import FIFO, PolicySetup, build_policy, quota_path
+from .traces import Cluster, TraceJob
+from .work import Run, RunRecord
 
 Engine = Callable[[Snapshot], Decisions]
-
-# Job states inside the replay.
-_FUTURE, _QUEUED, _NOMINATED, _RUNNING, _TERMINATING, _DONE, _REJECTED = range(7)
 
 # Event kinds, ordered so that at one instant completions and exits free capacity before arrivals.
 _COMPLETE, _EXIT, _ARRIVE = 0, 1, 2
 
-
-@dataclass(frozen=True, slots=True)
-class ReplayConfig:
-    policy: str
-    cycle_s: float = 10.0
-    grace_s: float = 30.0
-    checkpoint_s: float = 600.0
-    prune: bool = True  # snapshot only the pending jobs that could be admitted (see module doc)
-    skip_unchanged: bool = True  # no engine call when nothing changed since the last one
-    label: str = ""  # shown in progress lines
-    progress_every: float = 0.05  # progress line every this fraction of arrivals; 0: none
-
-    def __post_init__(self) -> None:
-        if self.cycle_s < 0 or self.grace_s < 0:
-            raise ValueError("cycle and grace periods must not be negative")
-        if self.checkpoint_s <= 0:
-            raise ValueError("the checkpoint interval must be positive")
-
-
-@dataclass(slots=True)
-class JobOutcome:
-    """What happened to one job of the trace."""
-
-    name: str
-    team: str
-    gpus: int
-    submit_s: float
-    duration_s: float
-    fits_guarantee: bool  # its GPUs fit its team's guarantee (same set under every policy)
-    rejected: bool = False  # cannot fit the pool even when empty: refused at submission
-    first_start_s: float | None = None
-    first_in_quota: bool | None = None  # how its first run was admitted
-    end_s: float | None = None
-    preemptions: int = 0
-    lost_gpu_s: float = 0.0
-
-    @property
-    def wait_s(self) -> float | None:
-        return None if self.first_start_s is None else self.first_start_s - self.submit_s
-
-
-@dataclass(slots=True)
-class ReplayResult:
-    policy: str
-    config: ReplayConfig
-    total_gpus: int
-    jobs: list[JobOutcome]
-    reclaim_latencies_s: list[float]  # queue entry to start, for runs that needed a reclaim
-    nominated_to_start_s: list[float]  # first nomination to start, for the same runs
-    allocation: list[tuple[float, int]]  # (time, GPUs held by pods from then on), time-ordered
-    preemptions: int = 0
-    cycles: int = 0
-    engine_calls: int = 0
-    engine_s: float = 0.0
-    wall_s: float = 0.0
-    end_s: float = 0.0  # time of the last arrival, completion or exit
-    notes: list[str] = field(default_factory=list)
-
-
-class _Sim:
-    """A job's replay state; the engine's view of it is kept in `view` and rebuilt only on change."""
-
-    __slots__ = (
-        "out", "index", "pending_view", "view", "key", "state", "gpus", "duration", "queued_at",
-        "attempt_start", "progress", "finish_at", "gen", "in_quota", "inq", "model", "nominated_at",
-    )
-
-    def __init__(self, out: JobOutcome, index: int, pending_view: Job, key: tuple) -> None:
-        self.out = out
-        self.index = index
-        self.pending_view = pending_view
-        self.view = pending_view
-        self.key = key  # pruning class
-        self.state = _FUTURE
-        self.gpus = out.gpus
-        self.duration = out.duration_s
-        self.queued_at = out.submit_s  # when this attempt entered the queue
-        self.attempt_start = 0.0
-        self.progress = 0.0  # work saved by the last checkpoint (s)
-        self.finish_at = math.inf
-        self.gen = 0  # bumps invalidate scheduled events
-        self.in_quota = False
-        self.inq: tuple[str, int] | None = None  # (model, GPUs) counted into its quotas' inq
-        self.model: str | None = None  # GPU model of the current run
-        self.nominated_at: float | None = None  # first nomination of this attempt: it waits on a reclaim
-
-
-class _Class:
-    """Pending jobs identical to the engine, in queue order, and what bounds their admissions."""
-
-    __slots__ = ("queue", "gpus", "prunable", "quota_path", "models", "in_quota", "idle")
-
-    def __init__(self, pods: tuple[Pod, ...], path: tuple[str, ...], models: tuple[str, ...], idle: str) -> None:
-        self.queue: list[tuple[float, str, int]] = []  # (queue time, name, job index)
-        self.gpus = sum(pod.gpus for pod in pods)
-        # "If one fails, later ones fail" holds for gangs of equal pods; best fit over mixed pod
-        # sizes is not monotone (the engine says the same), so those classes are never pruned.
-        self.prunable = self.gpus > 0 and len(set(pods)) == 1
-        self.quota_path = path
-        self.models = models
-        self.in_quota = idle != IDLE_ONLY  # may be admitted against the guarantee
-        self.idle = idle != IDLE_OFF  # may run on idle resources
+__all__ = ["Engine", "JobOutcome", "ReplayConfig", "ReplayResult", "replay"]
 
 
 def replay(
@@ -192,82 +87,33 @@ class _Replay:
         progress: Callable[[str], None] | None,
     ) -> None:
         self.config = config
+        self.work = config.work_model()
         self.engine = engine
         self.progress = progress
         self.cluster = cluster
         self.setup: PolicySetup = build_policy(config.policy, cluster, jobs)
+        self.fifo = config.policy == FIFO
         self.nodes: tuple[Node, ...] = cluster.nodes
         self.quotas: tuple[Quota, ...] = self.setup.quotas
         self.node_model = {n.name: n.gpu_type for n in self.nodes}
         self.max_pod = max((n.gpus for n in self.nodes), default=0)
         quotas_by_name = {q.name: q for q in self.quotas}
         self.quota_pool = {q.name: q.pool for q in self.quotas}
-
-        # GPU accounting by (pool, model) for the pruning bounds: capacity, held by pods (running
-        # or terminating), being released (terminating) and borrowed (running Not in Quota).
-        self.capacity: dict[tuple[str, str], int] = {}
-        for node in self.nodes:
-            if node.schedulable:
-                key = (node.pool, node.gpu_type)
-                self.capacity[key] = self.capacity.get(key, 0) + node.gpus
-        self.held = dict.fromkeys(self.capacity, 0)
-        self.releasing = dict.fromkeys(self.capacity, 0)
-        self.borrowed = dict.fromkeys(self.capacity, 0)
-        self.models_of_pool: dict[str, tuple[str, ...]] = {}
-        for pool, model in sorted(self.capacity):
-            self.models_of_pool[pool] = (*self.models_of_pool.get(pool, ()), model)
-        # Guarantee of each quota per model, and what is counted against it (inq, DESIGN §2).
-        self.guarantee: dict[str, dict[str, int]] = {}
-        for quota in self.quotas:
-            guaranteed = effective_min(quota, self.nodes)  # a root stating no min holds its pool
-            self.guarantee[quota.name] = {
-                key[len(GPU_PREFIX):]: amount for key, amount in guaranteed.items() if key.startswith(GPU_PREFIX)
-            }
-        self.inq: dict[str, dict[str, int]] = {q.name: {} for q in self.quotas}
-        self.paths = {q.name: tuple(p.name for p in quota_path(q.name, quotas_by_name)) for q in self.quotas}
-
-        self.sims: list[_Sim] = []
-        self.classes: dict[tuple, _Class] = {}
-        self.outcomes: list[JobOutcome] = []
-        pods_cache: dict[tuple[int, str | None], tuple[Pod, ...]] = {}
-        fits_cache: dict[tuple[str, int, str | None], bool] = {}
-        for index, job in enumerate(jobs):
-            quota = self.setup.quota_of_team[job.quota]
-            idle = self.setup.idle_mode(job)
-            pods = pods_cache.get((job.gpus, job.gpu_type))
-            if pods is None:
-                pods = tuple(
-                    Pod(role="worker", gpus=g, gpu_type=job.gpu_type) for g in pod_sizes(job.gpus, self.max_pod)
-                )
-                pods_cache[(job.gpus, job.gpu_type)] = pods
-            view = Job(
-                name=job.name, quota=quota, pods=pods, priority=job.priority, idle=idle,
-                submitted_at=job.submit_s, phase=PENDING,
-            )
-            key = (quota, pods, job.priority, idle)
-            if key not in self.classes:
-                pool = self.quota_pool[quota]
-                models = (job.gpu_type,) if job.gpu_type else self.models_of_pool.get(pool, ())
-                self.classes[key] = _Class(pods, self.paths[quota], tuple((pool, m) for m in models), idle)
-            fits_key = (job.quota, job.gpus, job.gpu_type)
-            if fits_key not in fits_cache:
-                fits_cache[fits_key] = fits_guarantee(job, cluster.quotas, cluster.nodes)
-            out = JobOutcome(
-                name=job.name, team=job.quota, gpus=job.gpus, submit_s=job.submit_s,
-                duration_s=job.duration_s, fits_guarantee=fits_cache[fits_key],
-            )
-            self.outcomes.append(out)
-            self.sims.append(_Sim(out, index, view, key))
+        paths = {q.name: tuple(p.name for p in quota_path(q.name, quotas_by_name)) for q in self.quotas}
+        self.ledger = Ledger(self.nodes, self.quotas, paths)
+        self.sims, self.classes = build_jobs(jobs, self.setup, cluster, self.ledger, self.work, self.max_pod)
+        self.outcomes: list[JobOutcome] = [sim.out for sim in self.sims]
         self.by_name = {sim.out.name: sim for sim in self.sims}
         if len(self.by_name) != len(self.sims):
             raise ValueError("job names must be unique")
 
-        self.active: dict[str, _Sim] = {}  # running, terminating and nominated jobs
-        self.nonempty: dict[tuple, _Class] = {}  # classes with pending jobs
+        self.active: dict[str, SimJob] = {}  # running, terminating and nominated jobs
+        self.nonempty: dict[tuple, JobClass] = {}  # classes with pending jobs
         self.events: list[tuple[float, int, int, int, int]] = []  # (time, kind, seq, job index, gen)
         self.seq = 0
         self.allocated = 0
         self.allocation: list[tuple[float, int]] = [(0.0, 0)]
+        self.runs: list[RunRecord] = []
         self.reclaim_latencies: list[float] = []
         self.nominated_to_start: list[float] = []
         self.freed = True  # something left the cluster since the last engine call
@@ -323,14 +169,16 @@ class _Replay:
                     continue  # refused at submission: nothing for the scheduler to do
             if cycle_at is None:
                 cycle_at = max(self.now, last_cycle + self.config.cycle_s)
+        self._censor()
         return ReplayResult(
             policy=self.config.policy,
             config=self.config,
-            total_gpus=sum(self.capacity.values()),
+            total_gpus=self.ledger.total_gpus,
             jobs=self.outcomes,
             reclaim_latencies_s=self.reclaim_latencies,
             nominated_to_start_s=self.nominated_to_start,
             allocation=self.allocation,
+            runs=self.runs,
             preemptions=self.preemptions,
             cycles=self.cycles,
             engine_calls=self.engine_calls,
@@ -340,8 +188,15 @@ class _Replay:
             notes=self._notes(),
         )
 
+    def _censor(self) -> None:
+        """Jobs still waiting when no event is left have queued until the end of the replay."""
+        for sim in self.sims:
+            if sim.state in (states.QUEUED, states.NOMINATED):
+                sim.out.queued_s += self.last_event - sim.queued_at
+                sim.out.censored = True
+
     def _report_progress(self, done: int, total: int, started: float) -> None:
-        running = sum(1 for s in self.active.values() if s.state == _RUNNING)
+        running = sum(1 for s in self.active.values() if s.state == states.RUNNING)
         pending = sum(len(c.queue) for c in self.nonempty.values())
         label = f"[{self.config.label}] " if self.config.label else ""
         assert self.progress is not None
@@ -362,44 +217,58 @@ class _Replay:
 
     # --- events --------------------------------------------------------------------------------
 
-    def _push(self, at: float, kind: int, sim: _Sim) -> None:
+    def _push(self, at: float, kind: int, sim: SimJob) -> None:
         self.seq += 1
         heapq.heappush(self.events, (at, kind, self.seq, sim.index, sim.gen))
 
-    def _arrive(self, sim: _Sim) -> bool:
+    def _arrive(self, sim: SimJob) -> bool:
         if not self._feasible(sim):
-            sim.state = _REJECTED
+            sim.state = states.REJECTED
             sim.out.rejected = True
             return False
         self._enqueue(sim)
         return True
 
-    def _complete(self, sim: _Sim) -> None:
+    def _complete(self, sim: SimJob) -> None:
+        assert sim.run is not None
+        self._record(sim, RunRecord(run=sim.run, end=self.now, stop=self.now, kept=sim.duration - sim.run.base))
         self._release(sim)
-        sim.state = _DONE
+        sim.state = states.DONE
         sim.out.end_s = self.now
         sim.progress = sim.duration
 
-    def _exit(self, sim: _Sim) -> None:
+    def _exit(self, sim: SimJob) -> None:
         """A victim's pods are gone: its GPUs are free and it queues again (same queue time)."""
         self._release(sim)
         sim.view = sim.pending_view
         self._enqueue(sim)
 
-    def _release(self, sim: _Sim) -> None:
+    def _record(self, sim: SimJob, record: RunRecord) -> None:
+        """Keep a run that ended and add where its GPU-time went to its job's figures."""
+        self.runs.append(record)
+        out = sim.out
+        split = record.split(-math.inf, math.inf)
+        out.useful_gpu_s += split["useful"]
+        out.redone_gpu_s += split["redone"]
+        out.checkpoint_gpu_s += split["checkpoint"]
+        out.restart_gpu_s += split["restart"]
+        out.grace_gpu_s += split["grace"]
+
+    def _release(self, sim: SimJob) -> None:
         del self.active[sim.out.name]
         key = (self._pool_of(sim), sim.model)
-        _add(self.held, key, -sim.gpus)
-        if sim.state == _TERMINATING:
-            _add(self.releasing, key, -sim.gpus)
+        ledger = self.ledger
+        ledger.add(ledger.held, key, -sim.gpus)
+        if sim.state == states.TERMINATING:
+            ledger.add(ledger.releasing, key, -sim.gpus)
         elif not sim.in_quota:
-            _add(self.borrowed, key, -sim.gpus)
+            ledger.add(ledger.borrowed, key, -sim.gpus)
         self._set_inq(sim, None)
         self._allocate(-sim.gpus)
         self.freed = True
 
-    def _enqueue(self, sim: _Sim) -> None:
-        sim.state = _QUEUED
+    def _enqueue(self, sim: SimJob) -> None:
+        sim.state = states.QUEUED
         sim.queued_at = self.now
         sim.nominated_at = None
         sim.in_quota = False
@@ -407,7 +276,7 @@ class _Replay:
         insort(cls.queue, (sim.out.submit_s, sim.out.name, sim.index))
         self.nonempty[sim.key] = cls
 
-    def _dequeue(self, sim: _Sim) -> None:
+    def _dequeue(self, sim: SimJob) -> None:
         cls = self.classes[sim.key]
         entry = (sim.out.submit_s, sim.out.name, sim.index)
         position = bisect_left(cls.queue, entry)
@@ -423,20 +292,38 @@ class _Replay:
         else:
             self.allocation.append((self.now, self.allocated))
 
-    def _pool_of(self, sim: _Sim) -> str:
+    def _pool_of(self, sim: SimJob) -> str:
         return self.quota_pool[sim.view.quota]
 
     # --- one cycle -----------------------------------------------------------------------------
 
     def _cycle(self) -> None:
         self.cycles += 1
-        selected = self._select()
+        if self.fifo:
+            by_quota = fifo.head_of_line(self.nonempty.values(), self.ledger.bound if self.config.prune else None)
+            selected = [self.sims[i] for indexes in by_quota.values() for i in indexes]
+        else:
+            selected = self._select()
         if (
             self.config.skip_unchanged
             and not self.freed
             and all(sim.out.name in self.left_pending for sim in selected)
         ):
             return
+        decisions = self._decide(selected)
+        while self.fifo:
+            admitted = decisions.admitted
+            cut = fifo.enforce(by_quota, lambda i, admitted=admitted: self.sims[i].out.name in admitted)
+            if cut is None:
+                break
+            by_quota = cut
+            selected = [self.sims[i] for indexes in by_quota.values() for i in indexes]
+            decisions = self._decide(selected)
+        self.freed = False
+        self._apply(decisions)
+        self.left_pending = {s.out.name for s in selected if s.state == states.QUEUED}
+
+    def _decide(self, selected: Sequence[SimJob]) -> Decisions:
         snapshot = Snapshot(
             nodes=self.nodes,
             quotas=self.quotas,
@@ -446,90 +333,37 @@ class _Replay:
         decisions = self.engine(snapshot)
         self.engine_s += time.perf_counter() - started
         self.engine_calls += 1
-        self.freed = False
-        self._apply(decisions)
-        self.left_pending = {s.out.name for s in selected if s.state == _QUEUED}
+        return decisions
 
-    def _select(self) -> list[_Sim]:
+    def _select(self) -> list[SimJob]:
         """The pending jobs that go into the snapshot: all, or the first `B` of each class."""
         sims = self.sims
         if not self.config.prune:
             return [sims[index] for cls in self.nonempty.values() for _, _, index in cls.queue]
-        selected: list[_Sim] = []
+        selected: list[SimJob] = []
         for cls in self.nonempty.values():
-            bound = self._bound(cls)
+            bound = self.ledger.bound(cls)
             selected.extend(sims[index] for _, _, index in cls.queue[:bound])
         return selected
 
-    def _bound(self, cls: _Class) -> int:
-        """How many jobs of the class could at most be admitted or nominated in this cycle.
-
-        In quota, a job needs guarantee headroom on every quota of its path and capacity that is
-        free, being released or borrowed (reclaimable); on idle resources it needs free capacity.
-        Summing over the GPU models the class may use overcounts, which only makes the bound safe.
-        """
-        if not cls.prunable:
-            return len(cls.queue)
-        in_quota = idle = 0
-        for pool_model in cls.models:
-            free = self.capacity.get(pool_model, 0) - self.held.get(pool_model, 0)
-            if cls.in_quota:
-                model = pool_model[1]
-                headroom = min(self.guarantee[q].get(model, 0) - self.inq[q].get(model, 0) for q in cls.quota_path)
-                reachable = free + self.releasing.get(pool_model, 0) + self.borrowed.get(pool_model, 0)
-                in_quota += max(0, min(headroom, reachable))
-            if cls.idle:
-                idle += max(0, free)
-        return in_quota // cls.gpus + idle // cls.gpus
-
     def _apply(self, decisions: Decisions) -> None:
-        now = self.now
         for name in decisions.preempted:
             self._preempt(self.by_name[name])
-        was_nominated = [s for s in self.active.values() if s.state == _NOMINATED]
+        was_nominated = [s for s in self.active.values() if s.state == states.NOMINATED]
         for name, admission in decisions.admitted.items():
-            sim = self.by_name[name]
-            assert sim.state in (_QUEUED, _NOMINATED), f"engine admitted {name}, which is not waiting"
-            if sim.state == _QUEUED:
-                self._dequeue(sim)
-            model = admission.gpu_type or (self.node_model[admission.nodes[0]] if admission.nodes else None)
-            sim.state = _RUNNING
-            sim.in_quota = admission.in_quota
-            sim.model = model
-            sim.attempt_start = now
-            sim.finish_at = now + (sim.duration - sim.progress)
-            sim.view = replace(
-                sim.pending_view, phase=RUNNING, in_quota=admission.in_quota, started_at=now, nodes=admission.nodes
-            )
-            self.active[name] = sim
-            key = (self._pool_of(sim), model)
-            _add(self.held, key, sim.gpus)
-            if admission.in_quota:
-                self._set_inq(sim, model)
-            else:
-                self._set_inq(sim, None)
-                _add(self.borrowed, key, sim.gpus)
-            self._allocate(sim.gpus)
-            if sim.out.first_start_s is None:
-                sim.out.first_start_s = now
-                sim.out.first_in_quota = admission.in_quota
-            if sim.nominated_at is not None:
-                self.reclaim_latencies.append(now - sim.queued_at)
-                self.nominated_to_start.append(now - sim.nominated_at)
-            sim.gen += 1
-            self._push(sim.finish_at, _COMPLETE, sim)
+            self._start(self.by_name[name], admission.in_quota, admission.nodes, admission.gpu_type)
         for name, nodes in decisions.nominated.items():
             sim = self.by_name[name]
-            if sim.state == _QUEUED:
+            if sim.state == states.QUEUED:
                 self._dequeue(sim)
                 self.active[name] = sim
-            sim.state = _NOMINATED
+            sim.state = states.NOMINATED
             if sim.nominated_at is None:
-                sim.nominated_at = now
+                sim.nominated_at = self.now
             sim.view = replace(sim.pending_view, phase=NOMINATED, nodes=tuple(nodes))
             self._set_inq(sim, self.node_model[nodes[0]] if nodes else None)
         for sim in was_nominated:
-            if sim.state == _NOMINATED and sim.out.name not in decisions.nominated:
+            if sim.state == states.NOMINATED and sim.out.name not in decisions.nominated:
                 # Withdrawn by the engine: back to the queue, its reservation gone.
                 del self.active[sim.out.name]
                 self._set_inq(sim, None)
@@ -538,46 +372,82 @@ class _Replay:
                 self._enqueue(sim)
                 sim.queued_at, sim.nominated_at = queued_at, nominated_at
                 self.freed = True
+        ledger = self.ledger
         for name in decisions.promoted:
             sim = self.by_name[name]
             sim.in_quota = True
             sim.view = replace(sim.view, in_quota=True)
-            _add(self.borrowed, (self._pool_of(sim), sim.model), -sim.gpus)
+            ledger.add(ledger.borrowed, (self._pool_of(sim), sim.model), -sim.gpus)
             self._set_inq(sim, sim.model)
 
-    def _preempt(self, sim: _Sim) -> None:
+    def _start(self, sim: SimJob, in_quota: bool, nodes: tuple[str, ...], gpu_type: str | None) -> None:
+        now, name, work = self.now, sim.out.name, self.work
+        assert sim.state in (states.QUEUED, states.NOMINATED), f"engine admitted {name}, which is not waiting"
+        if sim.state == states.QUEUED:
+            self._dequeue(sim)
+        model = gpu_type or (self.node_model[nodes[0]] if nodes else None)
+        sim.state = states.RUNNING
+        sim.in_quota = in_quota
+        sim.model = model
+        sim.run = Run(
+            start=now, gpus=sim.gpus, base=sim.progress, work=sim.duration,
+            restart=work.restart_s if sim.stopped else 0.0, phase=sim.phase, interval=work.interval_s,
+            cost=work.cost_s,
+        )
+        sim.finish_at = sim.run.finish_at()
+        sim.view = replace(sim.pending_view, phase=RUNNING, in_quota=in_quota, started_at=now, nodes=nodes)
+        self.active[name] = sim
+        key = (self._pool_of(sim), model)
+        ledger = self.ledger
+        ledger.add(ledger.held, key, sim.gpus)
+        if in_quota:
+            self._set_inq(sim, model)
+        else:
+            self._set_inq(sim, None)
+            ledger.add(ledger.borrowed, key, sim.gpus)
+        self._allocate(sim.gpus)
+        sim.out.queued_s += now - sim.queued_at
+        if sim.out.first_start_s is None:
+            sim.out.first_start_s = now
+            sim.out.first_in_quota = in_quota
+        if sim.nominated_at is not None:
+            self.reclaim_latencies.append(now - sim.queued_at)
+            self.nominated_to_start.append(now - sim.nominated_at)
+        sim.gen += 1
+        self._push(sim.finish_at, _COMPLETE, sim)
+
+    def _preempt(self, sim: SimJob) -> None:
         """SIGTERM now; the pods exit after the grace period, losing the work since the last checkpoint."""
         now, grace = self.now, self.config.grace_s
+        ledger = self.ledger
         key = (self._pool_of(sim), sim.model)
-        _add(self.borrowed, key, -sim.gpus)
-        _add(self.releasing, key, sim.gpus)
-        sim.state = _TERMINATING
+        ledger.add(ledger.borrowed, key, -sim.gpus)
+        ledger.add(ledger.releasing, key, sim.gpus)
+        sim.state = states.TERMINATING
         sim.view = replace(sim.view, phase=TERMINATING)
         sim.out.preemptions += 1
         self.preemptions += 1
         if sim.finish_at <= now + grace:
             return  # it finishes its work inside the grace period: nothing is lost
-        ran = now - sim.attempt_start
-        since_checkpoint = ran % self.config.checkpoint_s
-        sim.progress += ran - since_checkpoint
-        sim.out.lost_gpu_s += sim.gpus * (since_checkpoint + grace)
+        assert sim.run is not None
+        _, _, saved = sim.run.progress(now)
+        self._record(sim, RunRecord(run=sim.run, end=now + grace, stop=now, kept=saved - sim.run.base))
+        sim.progress = saved
+        sim.stopped = True
         sim.gen += 1  # cancels the scheduled completion
         self._push(now + grace, _EXIT, sim)
 
-    def _set_inq(self, sim: _Sim, model: str | None) -> None:
+    def _set_inq(self, sim: SimJob, model: str | None) -> None:
         """Count the job's GPUs against its quota path on `model` (None: not counted)."""
         if sim.inq is not None:
             old_model, gpus = sim.inq
-            for quota in self.paths[sim.view.quota]:
-                self.inq[quota][old_model] -= gpus
+            self.ledger.count_inq(sim.view.quota, old_model, -gpus)
             sim.inq = None
         if model is not None and sim.gpus:
-            for quota in self.paths[sim.view.quota]:
-                counted = self.inq[quota]
-                counted[model] = counted.get(model, 0) + sim.gpus
+            self.ledger.count_inq(sim.view.quota, model, sim.gpus)
             sim.inq = (model, sim.gpus)
 
-    def _feasible(self, sim: _Sim) -> bool:
+    def _feasible(self, sim: SimJob) -> bool:
         """Whether the job fits its pool when empty, asked of the engine itself (cached per shape)."""
         pool = self.quota_pool[sim.view.quota]
         key = (pool, sim.pending_view.pods)
@@ -592,7 +462,3 @@ class _Replay:
             known = "probe" in self.engine(snapshot).admitted
             self.feasible_cache[key] = known
         return known
-
-
-def _add(table: dict, key: tuple, delta: int) -> None:
-    table[key] = table.get(key, 0) + delta

@@ -1,14 +1,12 @@
-"""Workloads and clusters for the simulator: the public traces and a documented format of our own.
+"""Workloads for the simulator: the Philly trace and a documented jobs CSV of our own.
 
 A replay needs two things: the jobs (`TraceJob`, one per submission) and the cluster they meet
-(`Cluster`: node inventory and quota tree, as engine types). Loaders here read
-
-- the Philly trace (`philly_pollux.csv`) and its virtual-cluster sizes (`philly_vc.csv`),
-- the Alibaba openb GPU-node list (`openb_gpu_node.csv`) as a heterogeneous inventory,
-- a user's own cluster: a jobs CSV and a cluster YAML (format in docs/simulator.md).
+(`Cluster`: node inventory and quota tree, as engine types; built in clusters.py). Loaders here
+read the Philly trace (`philly_pollux.csv`) and a user's jobs CSV (format in docs/simulator.md),
+either of them cut to a time window.
 
 Everything is deterministic: rows are sorted by submission time with the file order breaking
-ties, and node names follow the file order, so two loads give identical replays.
+ties, so two loads give identical replays.
 """
 
 from __future__ import annotations
@@ -20,19 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-import yaml
-
-from scheduler.engine import scenario
-from scheduler.engine.types import (
-    CPU,
-    DEFAULT_POOL,
-    GPU_PREFIX,
-    IDLE_MODES,
-    MEMORY,
-    Node,
-    Quota,
-    gpu_key,
-)
+from scheduler.engine.types import CPU, DEFAULT_POOL, IDLE_MODES, MEMORY, Node, Quota, gpu_key
 
 # Where the public traces live, relative to the project root (see ../shared/traces/README.md).
 SHARED_TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
@@ -40,11 +26,8 @@ PHILLY_JOBS = "philly_pollux.csv"
 PHILLY_VCS = "philly_vc.csv"
 OPENB_NODES = "openb_gpu_node.csv"
 
-# Philly's published VC sizes are in nodes; the Helios simulator assumes 8 GPUs per node. The
-# trace does not say which model each job used, so the replay uses one model throughout.
-PHILLY_GPUS_PER_NODE = 8
-PHILLY_GPU_TYPE = "P100"
-PHILLY_ROOT = "philly"
+# A window bound: seconds from the trace's first submission, or (Philly) a date and time.
+Bound = float | datetime
 
 
 class TraceError(ValueError):
@@ -57,12 +40,14 @@ class TraceJob:
 
     name: str
     quota: str  # the team quota (Philly: the virtual cluster) the job was submitted to
-    submit_s: float  # seconds from the first submission of the trace
+    submit_s: float  # seconds from the first submission of the trace (or of its window)
     duration_s: float  # run time when never interrupted
     gpus: int  # GPUs of the whole job; split into pods by `pod_sizes`
     gpu_type: str | None = None  # None: any model (one model for the whole job)
     priority: int = 1
     idle: str | None = None  # the user's idle mode; None: the policy's default
+    cpu_m: int = 0  # CPU of the whole job in millicores, split over its pods like its GPUs
+    memory_mib: int = 0  # memory of the whole job in MiB, split the same way
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +57,7 @@ class Cluster:
     nodes: tuple[Node, ...]
     quotas: tuple[Quota, ...]
     description: str = ""
+    source: str = ""  # where it came from (a file name), for descriptions of scaled copies
 
     def capacity(self, pool: str = DEFAULT_POOL) -> dict[str, int]:
         """Resources of the schedulable nodes of one pool, as an engine resource vector."""
@@ -106,20 +92,63 @@ def pod_sizes(gpus: int, max_per_pod: int) -> tuple[int, ...]:
     return (max_per_pod,) * full + ((rest,) if rest else ())
 
 
+def pod_resources(gpus: int, cpu_m: int, memory_mib: int, max_per_pod: int) -> tuple[tuple[int, int, int], ...]:
+    """(GPUs, millicores, MiB) of each pod: GPUs by `pod_sizes`, CPU and memory in proportion to them.
+
+    Each pod gets the floor of its share; what the floors leave goes one unit at a time to the
+    first pods, so the pods add up exactly to the job (12 GPUs, 30 cores: 8 + 4 GPUs, 20 + 10 cores).
+    """
+    sizes = pod_sizes(gpus, max_per_pod)
+
+    def split(total: int) -> list[int]:
+        if gpus <= 0:
+            return [total]
+        shares = [total * size // gpus for size in sizes]
+        for i in range(total - sum(shares)):
+            shares[i] += 1
+        return shares
+
+    return tuple(zip(sizes, split(cpu_m), split(memory_mib), strict=True))
+
+
+def cut_window(jobs: Sequence[TraceJob], start: float | None, end: float | None) -> list[TraceJob]:
+    """Jobs submitted in [start, end) (seconds on the jobs' own clock; None: open), shifted so the first is at 0."""
+    kept = [
+        job for job in jobs if (start is None or job.submit_s >= start) and (end is None or job.submit_s < end)
+    ]
+    if not kept:
+        return []
+    origin = kept[0].submit_s
+    return [replace(job, submit_s=job.submit_s - origin) for job in kept]
+
+
+def _seconds(bound: Bound | None, origin: datetime | None, path: Path) -> float | None:
+    if bound is None or isinstance(bound, (int, float)):
+        return bound
+    if origin is None:
+        raise TraceError(f"{path}: a window by date needs a trace with dates (Philly); give seconds")
+    return (bound - origin).total_seconds()
+
+
 # --- Philly -------------------------------------------------------------------------------------
 
 
-def load_philly_jobs(path: Path | str, limit: int | None = None) -> list[TraceJob]:
+def load_philly_jobs(
+    path: Path | str, limit: int | None = None, window: tuple[Bound | None, Bound | None] = (None, None)
+) -> list[TraceJob]:
     """Jobs of philly_pollux.csv in submission order, times relative to the first submission.
 
-    Names are `p` plus the position in that order (p00000, p00001, ...), so name order equals
-    queue order among jobs submitted in the same second.
+    Names are `p` plus the position in the whole file's order (p00000, p00001, ...), so name order
+    equals queue order among jobs submitted in the same second, and a job keeps its name in any
+    window. `window` keeps jobs submitted in [start, end): seconds from the file's first
+    submission, or dates (UTC, as the trace); times are then relative to the window's first job.
+    `limit` keeps the first N jobs (of the window).
     """
     path = Path(path)
     rows: list[tuple[datetime, int, float, int, str]] = []
     with path.open(newline="") as handle:
         reader = csv.DictReader(handle)
-        _require_columns(path, reader.fieldnames, ("timestamp", "duration", "num_gpus", "cluster"))
+        require_columns(path, reader.fieldnames, ("timestamp", "duration", "num_gpus", "cluster"))
         for line, row in enumerate(reader, start=2):
             try:
                 submitted = datetime.fromisoformat(row["timestamp"])
@@ -129,12 +158,10 @@ def load_philly_jobs(path: Path | str, limit: int | None = None) -> list[TraceJo
                 raise TraceError(f"{path}:{line}: {exc}") from exc
             rows.append((submitted, line, duration, gpus, row["cluster"]))
     rows.sort(key=lambda r: (r[0], r[1]))
-    if limit is not None:
-        rows = rows[:limit]
     if not rows:
         return []
     origin = rows[0][0]
-    return [
+    jobs = [
         TraceJob(
             name=f"p{index:05d}",
             quota=vc,
@@ -144,133 +171,10 @@ def load_philly_jobs(path: Path | str, limit: int | None = None) -> list[TraceJo
         )
         for index, (submitted, _line, duration, gpus, vc) in enumerate(rows)
     ]
-
-
-def load_philly_vcs(path: Path | str) -> dict[str, int]:
-    """Virtual cluster -> size in nodes, in file order."""
-    path = Path(path)
-    sizes: dict[str, int] = {}
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        _require_columns(path, reader.fieldnames, ("vc", "node num"))
-        for line, row in enumerate(reader, start=2):
-            try:
-                sizes[row["vc"]] = int(row["node num"])
-            except ValueError as exc:
-                raise TraceError(f"{path}:{line}: {exc}") from exc
-    return sizes
-
-
-def scaled_count(count: int, scale: float) -> int:
-    """`count` whole things times `scale`, rounded up (a quota of 1 node keeps 1 node at 0.1)."""
-    if scale <= 0:
-        raise ValueError(f"scale must be positive, got {scale}")
-    # The small epsilon keeps 64 * 0.5 from rounding up to 33 through float noise.
-    return math.ceil(count * scale - 1e-9)
-
-
-def philly_cluster(vc_nodes: Mapping[str, int], scale: float = 1.0) -> Cluster:
-    """One 8-GPU P100 node per VC node, one root quota, one child quota per VC (min = its nodes).
-
-    The cluster is exactly the sum of the VCs, so the children's guarantees fill the root.
-    CPU and memory are not recorded by the trace and are left unconstrained (0 everywhere).
-    """
-    sizes = {vc: scaled_count(nodes, scale) for vc, nodes in vc_nodes.items()}
-    total_nodes = sum(sizes.values())
-    nodes = tuple(
-        Node(name=f"philly-{i:04d}", gpu_type=PHILLY_GPU_TYPE, gpus=PHILLY_GPUS_PER_NODE, cpu_m=0, memory_mib=0)
-        for i in range(total_nodes)
-    )
-    key = gpu_key(PHILLY_GPU_TYPE)
-    quotas = [Quota(name=PHILLY_ROOT, parent=None, min={key: total_nodes * PHILLY_GPUS_PER_NODE})]
-    quotas += [
-        Quota(name=vc, parent=PHILLY_ROOT, min={key: size * PHILLY_GPUS_PER_NODE}) for vc, size in sizes.items()
-    ]
-    return Cluster(
-        nodes=nodes,
-        quotas=tuple(quotas),
-        description=f"Philly: {len(sizes)} VCs, {total_nodes} x 8 {PHILLY_GPU_TYPE} (scale {scale:g})",
-    )
-
-
-# --- openb inventory ----------------------------------------------------------------------------
-
-
-def load_openb_nodes(path: Path | str) -> tuple[Node, ...]:
-    """GPU nodes of openb_gpu_node.csv in file order (CPU in millicores and memory in MiB as given)."""
-    path = Path(path)
-    nodes: list[Node] = []
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        _require_columns(path, reader.fieldnames, ("sn", "cpu_milli", "memory_mib", "gpu", "model"))
-        for line, row in enumerate(reader, start=2):
-            try:
-                nodes.append(
-                    Node(
-                        name=row["sn"],
-                        gpu_type=row["model"],
-                        gpus=int(row["gpu"]),
-                        cpu_m=int(row["cpu_milli"]),
-                        memory_mib=int(row["memory_mib"]),
-                    )
-                )
-            except ValueError as exc:
-                raise TraceError(f"{path}:{line}: {exc}") from exc
-    return tuple(nodes)
-
-
-def scale_nodes(nodes: Sequence[Node], scale: float) -> tuple[Node, ...]:
-    """Keep ceil(count x scale) nodes of each kind (pool, model, GPUs, CPU, memory), first in file order.
-
-    Scaling kind by kind keeps the inventory's mix (an 8-GPU kind never vanishes at 0.25), so the
-    same jobs stay placeable on the smaller cluster.
-    """
-    if scale == 1:
-        return tuple(nodes)
-    kinds: dict[tuple, list[Node]] = {}
-    for node in nodes:
-        kinds.setdefault((node.pool, node.gpu_type, node.gpus, node.cpu_m, node.memory_mib), []).append(node)
-    keep = {id(node) for group in kinds.values() for node in group[: scaled_count(len(group), scale)]}
-    return tuple(node for node in nodes if id(node) in keep)
-
-
-def shared_quotas(nodes: Sequence[Node], weights: Mapping[str, int], root: str) -> tuple[Quota, ...]:
-    """A root quota over all `nodes` and one child per team, sharing every GPU model by `weights`.
-
-    Each model's GPUs are split in proportion to the weights by the largest-remainder method
-    (ties: file order), so the children add up exactly to the root on every model.
-    """
-    capacity: dict[str, int] = {}
-    for node in nodes:
-        if node.schedulable:
-            capacity[gpu_key(node.gpu_type)] = capacity.get(gpu_key(node.gpu_type), 0) + node.gpus
-    total_weight = sum(weights.values())
-    shares: dict[str, dict[str, int]] = {team: {} for team in weights}
-    for key, amount in capacity.items():
-        exact = {team: amount * w / total_weight for team, w in weights.items()}
-        floors = {team: math.floor(v) for team, v in exact.items()}
-        left = amount - sum(floors.values())
-        order = sorted(weights, key=lambda t: (-(exact[t] - floors[t]), list(weights).index(t)))
-        for team in order[:left]:
-            floors[team] += 1
-        for team, share in floors.items():
-            if share:
-                shares[team][key] = share
-    quotas = [Quota(name=root, parent=None, min=dict(capacity))]
-    quotas += [Quota(name=team, parent=root, min=shares[team]) for team in weights]
-    return tuple(quotas)
-
-
-def openb_cluster(nodes: Sequence[Node], vc_nodes: Mapping[str, int], scale: float = 1.0) -> Cluster:
-    """The openb inventory (scaled) shared among Philly's VCs in proportion to their sizes."""
-    scaled = scale_nodes(nodes, scale)
-    weights = {vc: scaled_count(n, scale) for vc, n in vc_nodes.items()}
-    gpus = sum(node.gpus for node in scaled)
-    return Cluster(
-        nodes=scaled,
-        quotas=shared_quotas(scaled, weights, PHILLY_ROOT),
-        description=f"openb: {len(scaled)} nodes, {gpus} GPUs shared by {len(weights)} VCs (scale {scale:g})",
-    )
+    start, end = (_seconds(bound, origin, path) for bound in window)
+    if start is not None or end is not None:
+        jobs = cut_window(jobs, start, end)
+    return jobs[:limit] if limit is not None else jobs
 
 
 # --- the user format ----------------------------------------------------------------------------
@@ -278,18 +182,22 @@ def openb_cluster(nodes: Sequence[Node], vc_nodes: Mapping[str, int], scale: flo
 JOB_COLUMNS = ("name", "quota", "submit_s", "duration_s", "gpus")
 
 
-def load_jobs_csv(path: Path | str, limit: int | None = None) -> list[TraceJob]:
-    """A jobs CSV: `name,quota,submit_s,duration_s,gpus[,gpu_type,priority,idle]`.
+def load_jobs_csv(
+    path: Path | str, limit: int | None = None, window: tuple[Bound | None, Bound | None] = (None, None)
+) -> list[TraceJob]:
+    """A jobs CSV: `name,quota,submit_s,duration_s,gpus[,gpu_type,priority,idle,cpu,memory_gib]`.
 
     Rows are replayed in submission order (file order breaks ties); times are seconds and are
-    shifted so the first submission is at 0. Empty optional cells take their defaults.
+    shifted so the first submission is at 0. Empty optional cells take their defaults. `window`
+    keeps jobs submitted in [start, end) seconds after the file's first submission (then the
+    window's first job is at 0); `limit` keeps the first N of those.
     """
     path = Path(path)
     jobs: list[tuple[float, int, TraceJob]] = []
     names: set[str] = set()
     with path.open(newline="") as handle:
         reader = csv.DictReader(handle)
-        _require_columns(path, reader.fieldnames, JOB_COLUMNS)
+        require_columns(path, reader.fieldnames, JOB_COLUMNS)
         for line, row in enumerate(reader, start=2):
             where = f"{path}:{line}"
             try:
@@ -301,12 +209,14 @@ def load_jobs_csv(path: Path | str, limit: int | None = None) -> list[TraceJob]:
             names.add(job.name)
             jobs.append((job.submit_s, line, job))
     jobs.sort(key=lambda item: (item[0], item[1]))
-    if limit is not None:
-        jobs = jobs[:limit]
     if not jobs:
         return []
     origin = jobs[0][0]
-    return [replace(job, submit_s=submit - origin) for submit, _line, job in jobs]
+    shifted = [replace(job, submit_s=submit - origin) for submit, _line, job in jobs]
+    start, end = (_seconds(bound, None, path) for bound in window)
+    if start is not None or end is not None:
+        shifted = cut_window(shifted, start, end)
+    return shifted[:limit] if limit is not None else shifted
 
 
 def _job_from_row(row: Mapping[str, str | None]) -> TraceJob:
@@ -325,6 +235,9 @@ def _job_from_row(row: Mapping[str, str | None]) -> TraceJob:
     if not 1 <= priority <= 9:
         raise ValueError(f"priority must be 1..9, got {priority}")
     idle = _idle_mode(cell("idle")) if cell("idle") else None
+    cpu, memory = float(cell("cpu") or 0), float(cell("memory_gib") or 0)
+    if cpu < 0 or memory < 0 or not (math.isfinite(cpu) and math.isfinite(memory)):
+        raise ValueError(f"cpu and memory_gib must be finite and not negative, got {cpu} and {memory}")
     return TraceJob(
         name=name,
         quota=quota,
@@ -334,6 +247,8 @@ def _job_from_row(row: Mapping[str, str | None]) -> TraceJob:
         gpu_type=cell("gpu_type") or None,
         priority=priority,
         idle=idle,
+        cpu_m=round(cpu * 1000),
+        memory_mib=round(memory * 1024),
     )
 
 
@@ -345,96 +260,8 @@ def _idle_mode(value: object) -> str:
     return text
 
 
-def load_cluster_yaml(path: Path | str) -> Cluster:
-    """A cluster file: `nodes:` and `quotas:` written as in scenario files (DESIGN §4).
-
-    Nodes may carry `count: N` to stand for N identical nodes named `<name>-0 .. <name>-(N-1)`;
-    everything else (units, defaults, the checks of the quota tree) is the scenario reader's.
-    """
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise TraceError(f"{path}: {exc}") from exc
-    if not isinstance(data, dict) or set(data) != {"nodes", "quotas"}:
-        raise TraceError(f"{path}: expected a mapping with exactly `nodes:` and `quotas:`")
-    nodes = []
-    for i, spec in enumerate(data["nodes"] or []):
-        if not isinstance(spec, dict) or "count" not in spec:
-            nodes.append(spec)
-            continue
-        count = spec["count"]
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise TraceError(f"{path}: nodes[{i}].count: expected a whole number of at least 1, got {count!r}")
-        base = {k: v for k, v in spec.items() if k != "count"}
-        nodes.extend({**base, "name": f"{base.get('name')}-{n}"} for n in range(count))
-    try:
-        snapshot = scenario.parse({"nodes": nodes, "quotas": data["quotas"]}, source=str(path)).snapshot
-    except scenario.ScenarioError as exc:
-        raise TraceError(str(exc)) from exc
-    return Cluster(nodes=snapshot.nodes, quotas=snapshot.quotas, description=f"{path.name}: {len(nodes)} nodes")
-
-
-def scale_cluster(cluster: Cluster, scale: float) -> Cluster:
-    """A user's cluster with its inventory and every quota scaled by `scale` (whole nodes, rounded up).
-
-    Nodes are scaled kind by kind (`scale_nodes`). A quota's GPUs of a model are rounded up to whole
-    nodes of that model's largest node; roots are then set to their pool's scaled capacity, and where
-    rounding made children exceed their parent, the later children (file order) give back the excess.
-    """
-    if scale == 1:
-        return cluster
-    nodes = scale_nodes(cluster.nodes, scale)
-    node_size: dict[str, int] = {}
-    for node in nodes:
-        key = gpu_key(node.gpu_type)
-        node_size[key] = max(node_size.get(key, 0), node.gpus)
-    scaled_cluster = Cluster(nodes=nodes, quotas=(), description=f"{cluster.description} (scale {scale:g})")
-
-    def scale_vector(vector: Mapping[str, int]) -> dict[str, int]:
-        out = {}
-        for key, amount in vector.items():
-            if key.startswith(GPU_PREFIX) and node_size.get(key):
-                out[key] = scaled_count(math.ceil(amount / node_size[key]), scale) * node_size[key]
-            else:
-                out[key] = math.ceil(amount * scale - 1e-9)
-        return out
-
-    quotas: dict[str, Quota] = {}
-    for quota in cluster.quotas:
-        if quota.parent is None:
-            minimum = scaled_cluster.capacity(quota.pool)
-        else:
-            minimum = scale_vector(quota.min)
-        maximum = scale_vector(quota.max) if quota.max is not None else None
-        quotas[quota.name] = replace(quota, min=minimum, max=maximum)
-    _fit_children(quotas)
-    return replace(scaled_cluster, quotas=tuple(quotas[q.name] for q in cluster.quotas))
-
-
-def _fit_children(quotas: dict[str, Quota]) -> None:
-    """Trim children's min so that they add up to no more than their parent's (top-down)."""
-    children: dict[str, list[str]] = {}
-    for quota in quotas.values():
-        if quota.parent is not None:
-            children.setdefault(quota.parent, []).append(quota.name)
-    pending = [q.name for q in quotas.values() if q.parent is None]
-    while pending:
-        parent = quotas[pending.pop(0)]
-        kids = children.get(parent.name, [])
-        for key in {k for kid in kids for k in quotas[kid].min}:
-            excess = sum(quotas[kid].min.get(key, 0) for kid in kids) - parent.min.get(key, 0)
-            for kid in reversed(kids):
-                if excess <= 0:
-                    break
-                have = quotas[kid].min.get(key, 0)
-                give = min(have, excess)
-                quotas[kid] = replace(quotas[kid], min={**quotas[kid].min, key: have - give})
-                excess -= give
-        pending.extend(kids)
-
-
-def _require_columns(path: Path, found: Sequence[str] | None, needed: Iterable[str]) -> None:
+def require_columns(path: Path, found: Sequence[str] | None, needed: Iterable[str]) -> None:
+    """Raise TraceError naming the file when a CSV lacks one of `needed` columns."""
     missing = [c for c in needed if c not in (found or ())]
     if missing:
         raise TraceError(f"{path}: missing column(s) {', '.join(missing)}")

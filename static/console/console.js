@@ -117,6 +117,19 @@
     });
   }
 
+  /* Buttons marked data-copy="<element id>" copy that element's text to the clipboard. */
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("button[data-copy]");
+    if (!button) return;
+    var source = document.getElementById(button.dataset.copy);
+    if (!source || !navigator.clipboard) return;
+    navigator.clipboard.writeText(source.textContent).then(function () {
+      var label = button.textContent;
+      button.textContent = "Copied";
+      setTimeout(function () { button.textContent = label; }, 1500);
+    });
+  });
+
   /* Confirmation for links marked data-confirm: a dialog posting to the link's URL.
    * Without the dialog (or JS) the link opens the confirmation page instead. */
   var dialog = document.getElementById("confirm-dialog");
@@ -356,6 +369,19 @@
       renumberRoles();
       filterModels();
       if (nameInput) { nameInput.value = "worker-" + total.value; nameInput.focus(); }
+    });
+    // A CPU-only role asks no GPU and names no model; unticked, it asks at least one again.
+    roleForms.addEventListener("change", function (event) {
+      if (!event.target.matches("input[name$='-cpu_only']")) return;
+      var role = event.target.closest(".role-form");
+      var gpus = role.querySelector("input[name$='-gpus']");
+      var model = role.querySelector("select[name$='-gpu_type']");
+      if (event.target.checked) {
+        gpus.value = "0";
+        if (model) model.value = "";
+      } else if (gpus.value === "0") {
+        gpus.value = "1";
+      }
     });
     roleForms.addEventListener("click", function (event) {
       if (!event.target.classList.contains("remove-role")) return;

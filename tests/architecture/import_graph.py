@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("config", "console", "scheduler", "tidepool_ckpt")
+PACKAGES = ("config", "console", "scheduler", "tidepool_ckpt", "tidepool_cli")
 
 # The components whose dependencies DESIGN §5 rules: a module belongs to the first prefix it
 # starts with; a top-level module of `scheduler` is a component of its own.
@@ -27,6 +27,8 @@ COMPONENTS = (
     "console",
     "config",
     "tidepool_ckpt",
+    "tidepool_cli",
+    "scheduler.metrics",
 )
 
 

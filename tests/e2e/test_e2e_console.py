@@ -3,7 +3,8 @@
 The tests run in order against one server and one demo cluster (general pool: 4 × 8 A100):
 1. submit through the form, watch the job turn Running / In Quota in a second browser, stop it,
    and catch up after a dropped connection;
-2. an idle job runs Not in Quota, is reclaimed (Preempted), restarts and runs again — all live;
+2. an idle job runs Not in Quota, is reclaimed, shows Preempted while it waits, and runs again from
+   its checkpoint — all live, without using a restart and without learning the claimer's name;
 3. bad input creates nothing; a user never sees another workspace's jobs; the staff pages.
 Every page visited is saved to build/screenshots at 1280×800 and checked at 390 px wide.
 """
@@ -128,6 +129,7 @@ def test_submit_and_watch_it_run_in_a_second_browser(
 def test_idle_job_is_reclaimed_then_runs_again(
     live_server_process: object, open_page: Callable, screenshots: Callable, request: pytest.FixtureRequest
 ) -> None:
+    """Long because it is one story told in two browsers: borrow, reclaim, wait Preempted, resume."""
     bob = open_page("bob")
     bob_watcher = open_page("bob")
     alice = open_page("alice")
@@ -155,32 +157,48 @@ def test_idle_job_is_reclaimed_then_runs_again(
     alice.click("#submit-job")
     alice.wait_for_url(re.compile(r"/jobs/\d+/$"))
     claimer = job_id_of(alice)
-    # Preempted lasts until the pods have saved and exited (a step of 2 s at most).
+    # Preempted from the reclaim until it runs again (DESIGN §3): the pods save and exit, then the job
+    # waits in the queue, still Preempted, "resumes automatically", with its place in the queue.
     bob_watcher.wait_for_selector(row(bob_watcher, borrower, status="Preempted"), timeout=60_000)
     reason = bob_watcher.locator(row(bob_watcher, borrower) + " .reason").inner_text()
-    assert "reclaimed by quota team-vision for job e2e-claimer" in reason
+    assert reason == "reclaimed for a queued job of quota team-vision"  # Alice's job is not named to Bob
     screenshots(bob_watcher, "jobs-preempted")
+    waiting = row(bob_watcher, borrower, status="Preempted") + ' [data-resumes="true"]'
+    bob_watcher.wait_for_selector(waiting, timeout=60_000)
+    assert "e2e-claimer" not in bob_watcher.content()
+    screenshots(bob_watcher, "jobs-preempted-waiting")
     alice.wait_for_selector('#job-badges [data-status="Running"]')
     alice.wait_for_selector('#job-badges [data-in-quota="true"]')
 
-    # It restarts by itself and runs again once the claimer is done.
-    bob_watcher.wait_for_selector(row(bob_watcher, borrower, status="Running"), timeout=60_000)
+    # It resumes by itself once the claimer is done, showing the step this attempt resumed from.
+    resumed = row(bob_watcher, borrower, status="Running") + " .resumed"
+    bob_watcher.wait_for_selector(resumed, timeout=60_000)
+    step = int(bob_watcher.locator(resumed).get_attribute("data-resumed-step"))
+    assert bob_watcher.locator(resumed).inner_text() == f"resumed from step {step:,}"
     seen = bob_watcher.evaluate("window.__seen")
     while seen and seen[0].split("/")[0] in ("Queuing", "EnvPreparing"):  # the page may open before Running
         seen.pop(0)
     assert seen[0] == "Running/out", seen
     preempted = seen.index("Preempted/out")
-    waiting = next(i for i, s in enumerate(seen) if s.split("/")[0] in ("Restarting", "Queuing"))
-    assert preempted < waiting < len(seen) - 1 and seen[-1] == "Running/out", seen
+    after = seen[preempted:]
+    assert "Preempted" in after and after[-1] == "Running/out", seen  # queued again, still Preempted
+    assert not {s.split("/")[0] for s in after} & {"Restarting", "Queuing", "Failed"}, seen
     assert bob_watcher.evaluate("window.__notReloaded") is True
+    api = bob.request.get(f"/api/jobs/{borrower}/").json()
+    assert api["progress"]["attempt"] == api["attempt"] == 2 and api["progress"]["resumed_from_step"] == step
+    assert (api["preemption_count"], api["restart_count"]) == (1, 0)
+    assert step > 0 and api["preemptions"][0]["settled"]
 
-    # The job page tells the story: the reclaim, the restart, the resume from the checkpoint.
+    # The job page tells the story: the reclaim, the queue, the resume from this attempt's checkpoint.
     bob.goto(f"/jobs/{borrower}/")
     bob.wait_for_selector("#events .event-preempted")
-    bob.wait_for_selector("#resumed-from:has-text('step')", timeout=30_000)
-    assert "reclaimed by quota team-vision for job e2e-claimer" in bob.inner_text("#events")
-    assert "1 of 3 used" in bob.inner_text("#job-live")
+    bob.wait_for_selector(f"#resumed-from:has-text('step {step:,} (attempt 2)')", timeout=30_000)
+    events = bob.inner_text("#events")
+    assert "reclaimed for a queued job of quota team-vision" in events and "e2e-claimer" not in events
+    assert f"resumed from step {step:,}" in events and "restarting" not in events
+    assert "0 of 3 used" in bob.inner_text("#job-live") and bob.inner_text("#preemption-count").startswith("1")
     assert bob.locator("#pods .status-preempted").count() == 4  # the first attempt's pods
+    assert bob.locator("#preemptions tbody tr").count() == 1
     screenshots(bob, "job-detail-restarted")
 
     alice.goto(f"/jobs/{claimer}/")
@@ -215,6 +233,15 @@ def test_bad_input_creates_nothing_and_workspaces_stay_apart(
     alice.click("#submit-job")
     alice.wait_for_selector("#roles .error")
     assert "16" in alice.inner_text("#roles .error")
+    assert alice.request.get("/api/jobs/").json()["count"] == before
+    # No GPU without saying CPU-only: refused at the GPUs; ticking CPU-only sets them to 0.
+    fill_job_form(alice, name="zero-gpus", quota="team-vision", gpus=0, command="sleep 1")
+    alice.click("#submit-job")
+    alice.wait_for_selector("#field-roles-0-gpus .error")
+    assert "CPU-only" in alice.inner_text("#field-roles-0-gpus .error")
+    alice.fill("#id_roles-0-gpus", "2")
+    alice.check("#id_roles-0-cpu_only")
+    assert alice.input_value("#id_roles-0-gpus") == "0"
     assert alice.request.get("/api/jobs/").json()["count"] == before
 
     # Alice's job runs; Bob sees none of it, neither in pages nor over his socket.

@@ -36,7 +36,7 @@ from scheduler.services.jobs import job_stop, job_submit
 from scheduler.services.lifecycle import pod_exited, pod_running
 from scheduler.services.nodes import node_register
 from scheduler.services.quotas import quota_create
-from scheduler.states import JobStatus, PodStatus
+from scheduler.states import JobStatus, PodOutcome, PodStatus
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.timeout(120)]
 
@@ -62,6 +62,7 @@ class Load:
         self.errors: list[str] = []
         self.submitted: list[int] = []
         self.stopped = 0
+        self.refused = 0  # idle off and larger than the quota: refused at submission
         self.deadlocks: Counter[str] = Counter()
         self.lock = threading.Lock()
         self.submitting_done = threading.Event()
@@ -103,19 +104,25 @@ def roles_for(rng: random.Random) -> list[dict]:
     worker = {"name": "worker", "pod_count": rng.choice([1, 1, 1, 2, 3]), "gpus": rng.choice([1, 2, 4, 4, 8]),
               "cpu": rng.choice([2, 4, 8, 16]), "memory_gib": rng.choice([8, 32, 64, 128])}
     if rng.random() < 0.2:  # a CPU-only launcher in front of the workers
-        return [{"name": "master", "pod_count": 1, "gpus": 0, "cpu": 2, "memory_gib": 8}, worker]
+        return [{"name": "master", "pod_count": 1, "cpu_only": True, "cpu": 2, "memory_gib": 8}, worker]
     return [worker]
 
 
 def submitter(load: Load, index: int, user, space, quotas) -> None:
     rng = random.Random(1000 + index)
     for i in range(JOBS_PER_SUBMITTER):
-        job = job_submit(
-            user=user, workspace=space, quota=rng.choice(quotas), name=f"j{index}-{i:03d}", command="train",
-            roles=roles_for(rng), priority=rng.randint(1, 9),
-            idle_mode=rng.choice([IdleMode.OFF, IdleMode.ACCEPTABLE, IdleMode.ACCEPTABLE, IdleMode.ONLY]),
-            fault_tolerance=rng.random() < 0.6, max_restarts=rng.randint(0, 2),
-        )
+        idle_mode = rng.choice([IdleMode.OFF, IdleMode.ACCEPTABLE, IdleMode.ACCEPTABLE, IdleMode.ONLY])
+        try:
+            job = job_submit(
+                user=user, workspace=space, quota=rng.choice(quotas), name=f"j{index}-{i:03d}", command="train",
+                roles=roles_for(rng), priority=rng.randint(1, 9), idle_mode=idle_mode,
+                fault_tolerance=rng.random() < 0.6, max_restarts=rng.randint(0, 2),
+            )
+        except ValidationError as error:  # idle off and larger than its quota: it could never run
+            assert idle_mode == IdleMode.OFF and set(error.message_dict) == {"quota"}, error.message_dict
+            with load.lock:
+                load.refused += 1
+            continue
         with load.lock:
             load.submitted.append(job.pk)
         time.sleep(rng.uniform(0, 0.05))
@@ -252,7 +259,7 @@ def settled() -> bool:
     exiting = Pod.objects.filter(status__in=LIVE).exclude(job__status=JobStatus.RUNNING)
     return (not in_between.exists() and not exiting.exists()
             and not Pod.objects.filter(status=PodStatus.PENDING).exists()
-            and not Job.objects.filter(status=JobStatus.PREEMPTED, finished_at__isnull=True).exists())
+            and not Job.objects.filter(status=JobStatus.PREEMPTED, stop_outcome=PodOutcome.PREEMPTED).exists())
 
 
 def wait_until_quiet(load: Load, timeout: float, what: str) -> None:
@@ -285,13 +292,13 @@ def never_runnable(job: Job, roles: dict[tuple[int, str], JobRole]) -> bool:
     return above_max or (job.idle_mode == IdleMode.OFF and above_min)
 
 
-def assert_invariants(submitted: list[int], *, pods_may_run: bool) -> None:
+def assert_invariants(submitted: list[int], *, pods_may_run: bool, refused: int) -> None:
     problems = capacity_violations()
     assert not problems, "\n".join(problems)
 
     jobs = {job.pk: job for job in Job.objects.all()}
     assert sorted(jobs) == sorted(submitted), "a submitted job is missing (or an unknown one appeared)"
-    assert len(submitted) == SUBMITTERS * JOBS_PER_SUBMITTER
+    assert len(submitted) + refused == SUBMITTERS * JOBS_PER_SUBMITTER and refused < 10
     roles = role_map()
     live = defaultdict(list)
     for pod in Pod.objects.filter(status__in=LIVE):
@@ -309,28 +316,30 @@ def assert_invariants(submitted: list[int], *, pods_may_run: bool) -> None:
             # The rest of the gang ended well: one failed pod would have ended the attempt.
             assert {p.status for p in attempt if p not in pods} <= {PodStatus.SUCCEEDED}, label
             assert not job.stop_outcome and job.in_quota is not None, label
-        elif job.status == JobStatus.QUEUING:
+        elif job.status == JobStatus.QUEUING or job.resumes_automatically:  # waiting (DESIGN §3: a
+            # preempted job queued again shows Preempted until it runs)
             assert not pods, label
             assert job.waiting_reason, f"queued without a reason: {label}"
             assert job.queue_position, f"queued without a position: {label}"
             assert not job.nominated_nodes, f"still nominated after the victims left: {label}"
-        elif job.status == JobStatus.PREEMPTED:  # fault tolerance off, or no restarts left
+        elif job.status == JobStatus.PREEMPTED:  # fault tolerance off: stays Preempted
             assert not pods and job.finished_at, label
         else:
             assert job.status in FINAL and not pods and job.finished_at, label
-        if job.status == JobStatus.QUEUING and not pods_may_run:
+        if job.is_waiting and not pods_may_run:
             # The cluster is empty now: only a job its quota can never admit may still wait.
             assert never_runnable(job, roles), f"runnable but left waiting on an empty cluster: {label}"
-    positions = sorted(job.queue_position for job in jobs.values() if job.status == JobStatus.QUEUING)
+    positions = sorted(job.queue_position for job in jobs.values() if job.is_waiting)
     assert positions == list(range(1, len(positions) + 1)), positions
 
     names = {job.name for job in jobs.values()}
     quota_names = set(ResourceQuota.objects.values_list("name", flat=True))
     preemptions = JobEvent.objects.filter(kind="preempted")
     for event in preemptions:
-        match = RECLAIM.match(event.reason)
-        assert match, f"a Preempted event names no quota and job: {event.reason!r}"
-        assert match["quota"] in quota_names and match["job"] in names, event.reason
+        match = RECLAIM.match(event.staff_reason)  # staff's text names the job; members' never does
+        assert match, f"a Preempted event names no quota and job: {event.staff_reason!r}"
+        assert match["quota"] in quota_names and match["job"] in names, event.staff_reason
+        assert event.reason == f"reclaimed for a queued job of quota {match['quota']}", event.reason
 
 
 @pytest.fixture
@@ -396,7 +405,7 @@ def test_concurrent_submissions_reports_and_cycles_keep_invariants(
         phases["settled, pods running"] = time.monotonic() - started
         assert not load.errors, "\n".join(load.errors)
         assert Job.objects.filter(status=JobStatus.RUNNING).exists()
-        assert_invariants(load.submitted, pods_may_run=True)
+        assert_invariants(load.submitted, pods_may_run=True, refused=load.refused)
 
         # Settle again with every pod finishing: what is left is finished, or queued with a reason.
         load.finish_all.set()
@@ -416,7 +425,7 @@ def test_concurrent_submissions_reports_and_cycles_keep_invariants(
         result = schedule_once()
         assert (result.admitted, result.preempted, result.nominated, result.promoted) == (0, 0, 0, 0)
     assert fingerprint() == before
-    assert_invariants(load.submitted, pods_may_run=False)
+    assert_invariants(load.submitted, pods_may_run=False, refused=load.refused)
 
     # The load really exercised the scheduler.
     statuses = Counter(Job.objects.values_list("status", flat=True))

@@ -120,7 +120,7 @@ def test_reclaim_and_the_victims_exit_report_do_not_deadlock(team, recording_exe
     pod.refresh_from_db()
     victim.refresh_from_db()
     assert pod.status == PodStatus.PREEMPTED  # it exited while being reclaimed: recorded as asked
-    assert victim.status == JobStatus.RESTARTING
+    assert victim.status == JobStatus.PREEMPTED and victim.resumes_automatically  # queued again at once
     schedule_once()
     owner.refresh_from_db()
     assert owner.status == JobStatus.ENV_PREPARING and owner.in_quota

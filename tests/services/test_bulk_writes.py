@@ -73,4 +73,6 @@ def test_a_cycle_reports_its_time_by_phase():
     assert result.admitted == 1 and executor.pods == 1  # launched after the commit, inside "broadcasts"
     assert list(result.phases) == list(PHASES)
     assert all(seconds >= 0 for seconds in result.phases.values())
-    assert sum(result.phases.values()) == pytest.approx(result.seconds, abs=1e-6)
+    # the phases cover the cycle (all but recording them for /metrics)
+    assert sum(result.phases.values()) <= result.seconds
+    assert sum(result.phases.values()) == pytest.approx(result.seconds, abs=0.05)

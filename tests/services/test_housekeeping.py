@@ -234,19 +234,22 @@ def test_drain_preempts_the_nodes_jobs_and_they_restart_elsewhere(team, recordin
     for job in (tolerant, fragile):
         exit_pods(job, "preempted", exit_code=0)
     assert Pod.objects.filter(pk__in=drained, status=PodStatus.PREEMPTED).count() == 2
-    assert tolerant.status == JobStatus.RESTARTING
+    # A drain is a preemption (DESIGN §3): queued again at once, no backoff, no restart used.
+    assert tolerant.status == JobStatus.PREEMPTED and tolerant.resumes_automatically
+    assert tolerant.restart_after is None and tolerant.preemption_count == 1
     assert fragile.status == JobStatus.PREEMPTED and fragile.finished_at
     assert "fault tolerance is off" in fragile.events.last().reason
+    assert tolerant.preemptions.get().kind == "drain"
 
-    # gpu-2 is full: the restarted job waits, and never lands on the drained node.
-    later = tolerant.restart_after + timedelta(seconds=1)
-    schedule_once(now=later)
-    schedule_once(now=later)
+    # gpu-2 is full: the preempted job waits, and never lands on the drained node.
+    schedule_once(now=now)
+    schedule_once(now=now)
     tolerant.refresh_from_db()
-    assert tolerant.status == JobStatus.QUEUING and tolerant.queue_time == queue_time
+    assert tolerant.status == JobStatus.PREEMPTED and tolerant.queue_time == queue_time
+    assert tolerant.queue_position == 1
     exit_pods(elsewhere, "succeeded", exit_code=0)
-    admit(tolerant, later)
+    admit(tolerant, now)
     assert [p.node.name for p in live_pods(tolerant)] == ["gpu-2"]
-    assert tolerant.restart_count == 1 and tolerant.queue_time == queue_time
+    assert tolerant.restart_count == 0 and tolerant.queue_time == queue_time
     fragile.refresh_from_db()
     assert fragile.status == JobStatus.PREEMPTED  # not restarted

@@ -160,7 +160,10 @@ def test_console_stop_preempts_local_jobs_which_restart(team, recording_executor
     pod = Pod.objects.get(job=job)
     pod_exited(pod_id=pod.pk, attempt=pod.attempt, exit_code=0, outcome="preempted")
     job.refresh_from_db()
-    assert job.status == JobStatus.RESTARTING
+    # A shutdown is a preemption (DESIGN §3): queued again at once, no restart used.
+    assert job.status == JobStatus.PREEMPTED and job.resumes_automatically
+    assert (job.preemption_count, job.restart_count, job.restart_after) == (1, 0, None)
+    assert job.preemptions.get().kind == "shutdown"
 
 
 def test_pods_ending_unasked_is_a_failed_attempt_not_success(team, recording_executor):

@@ -85,9 +85,31 @@ def test_tree_stays_in_one_resource_type(tree):
     root, _ = tree
     refused(
         lambda: quota_create(name="lj", parent=root, resource_type="lingjun"),
-        "parent",
-        "lingjun", "general", "one resource type",
+        "resource_type",
+        "lingjun", "general", "its parent's pool",
     )
+
+
+def test_child_quota_inherits_its_parents_pool():
+    node_register(name="lj-1", resource_type="lingjun", gpu_type="H800", gpu_count=8, cpu=128, memory_gib=1024)
+    lj_root = quota_create(name="lj-root", resource_type="lingjun", min_gpus={"H800": 8})
+    child = quota_create(name="lj-child", parent=lj_root, min_gpus={"H800": 4})  # no pool stated
+    same = quota_create(name="lj-same", parent=lj_root, resource_type="lingjun", min_gpus={"H800": 2})
+    assert (child.resource_type, same.resource_type) == ("lingjun", "lingjun")
+    assert quota_create(name="plain-root").resource_type == "general"
+
+
+def test_min_cpu_and_memory_in_proportion_to_gpus_unless_named():
+    node_register(name="p-1", gpu_type="V100", gpu_count=8, cpu=96, memory_gib=768)
+    node_register(name="p-2", gpu_type="V100", gpu_count=8, cpu=32, memory_gib=256)
+    # The pool: 16 GPUs, 128 cores, 1024 GiB → 8 cores and 64 GiB per GPU.
+    share = quota_create(name="share", min_gpus={"V100": 4})
+    assert (share.min_cpu, share.min_memory_gib) == (32, 256)
+    named = quota_create(name="named", min_gpus={"V100": 4}, min_cpu=10, min_memory_gib=None)
+    assert (named.min_cpu, named.min_memory_gib) == (10, 256)
+    quota_update(quota=named, min_gpus={"V100": 2}, min_cpu=None)
+    named.refresh_from_db()
+    assert (named.min_cpu, named.min_memory_gib) == (16, 256)  # memory stays as it was
 
 
 def test_resource_type_of_quota_with_children_cannot_change(tree):

@@ -1,18 +1,15 @@
 """The reclaim story through the services and the live loop (issue: scheduling engine, Must show).
 
 A team's quota is full; another team's idle-only job runs on its idle GPUs; the owner submits; the
-borrower turns Preempted with an event naming the reclaiming quota and job; the owner's job runs
-In Quota; the borrower (fault tolerance on) is back in Queuing with its original queue time and
-runs again Not in Quota once capacity frees. Runs on PostgreSQL (CI) and on SQLite.
+borrower turns Preempted with an event naming the reclaiming quota (and, for staff, the job); the owner's job runs
+In Quota; the borrower (fault tolerance on) is queued again at once, shown Preempted, with its original queue
+time and runs again Not in Quota once capacity frees. Runs on PostgreSQL (CI) and on SQLite.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.contrib.auth import get_user_model
-from django.utils import timezone
 
 from scheduler.loop.cycle import schedule_once
 from scheduler.models import Job, Pod, Workspace
@@ -85,13 +82,15 @@ def test_borrower_is_reclaimed_restarts_and_runs_again(two_teams, recording_exec
     owner.refresh_from_db()
     assert borrower.status == JobStatus.PREEMPTED
     event = borrower.events.get(kind="preempted")
-    assert event.reason == "reclaimed by quota team-a for job bert-large"
+    assert event.reason == "reclaimed for a queued job of quota team-a"  # what team-b's members read
+    assert event.staff_reason == "reclaimed by quota team-a for job bert-large"
     victim_pods = live_pods(borrower)
     assert [(p, a, o) for p, a, o, _ in recording_executor.terminated] == [
         (victim_pods[0].pk, victim_pods[0].attempt, "preempted")
     ]
     assert owner.status == JobStatus.QUEUING and owner.nominated_nodes
-    assert "waiting for" in owner.waiting_reason
+    assert owner.waiting_reason == "waiting for 1 preempted job to exit"
+    assert owner.waiting_reason_staff == "waiting for 1 job(s) to exit: b-borrow"
 
     # While the victim is still exiting, the owner stays nominated and nothing else takes its GPUs.
     schedule_once()
@@ -102,7 +101,8 @@ def test_borrower_is_reclaimed_restarts_and_runs_again(two_teams, recording_exec
     pod = victim_pods[0]
     assert pod_exited(pod_id=pod.pk, attempt=pod.attempt, exit_code=0, outcome="preempted")
     borrower.refresh_from_db()
-    assert borrower.status == JobStatus.RESTARTING
+    # A preemption is not a failure: queued again at once, shown Preempted, no restart used.
+    assert borrower.status == JobStatus.PREEMPTED and borrower.resumes_automatically
     assert Pod.objects.get(pk=pod.pk).status == PodStatus.PREEMPTED
 
     schedule_once()
@@ -110,11 +110,12 @@ def test_borrower_is_reclaimed_restarts_and_runs_again(two_teams, recording_exec
     owner.refresh_from_db()
     assert (owner.status, owner.in_quota) == (JobStatus.RUNNING, True)
 
-    # After the backoff the borrower queues again with its first queue time and one restart used.
-    schedule_once(now=timezone.now() + timedelta(seconds=6))
+    # The borrower waits with its first queue time and no restart used.
+    schedule_once()
     borrower.refresh_from_db()
-    assert borrower.status == JobStatus.QUEUING
-    assert borrower.queue_time == first_queue_time and borrower.restart_count == 1
+    assert borrower.status == JobStatus.PREEMPTED and borrower.queue_position == 1
+    assert borrower.queue_time == first_queue_time
+    assert (borrower.restart_count, borrower.preemption_count) == (0, 1)
     assert borrower.waiting_reason  # a reason a person can act on
 
     # Capacity frees (team-b's own job finishes): the borrower runs again, Not in Quota.
@@ -127,7 +128,8 @@ def test_borrower_is_reclaimed_restarts_and_runs_again(two_teams, recording_exec
     borrower.refresh_from_db()
     assert (borrower.status, borrower.in_quota, borrower.attempt) == (JobStatus.RUNNING, False, 2)
     kinds = list(borrower.events.values_list("kind", flat=True))
-    assert kinds.index("preempted") < kinds.index("restarting") < len(kinds) - 1
+    assert kinds.index("preempted") < kinds.index("queued", kinds.index("preempted")) < len(kinds) - 1
+    assert "restarting" not in kinds
     assert kinds.count("admitted") == 2 and kinds[-1] == "running"
     a_first.refresh_from_db()
     assert a_first.status == JobStatus.RUNNING

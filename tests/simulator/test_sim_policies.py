@@ -53,7 +53,7 @@ def test_pool_is_one_quota_holding_the_whole_cluster():
 
 def test_unknown_policy_is_refused():
     with pytest.raises(ValueError, match="unknown policy"):
-        build_policy("fifo", CLUSTER, JOBS)
+        build_policy("lifo", CLUSTER, JOBS)
 
 
 def test_fits_guarantee_checks_the_team_and_its_ancestors():

@@ -7,6 +7,7 @@ an event's time, or 10 s after the previous cycle if that is later.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -31,8 +32,13 @@ def job(name, team, submit, duration, gpus=8, priority=1):
     return TraceJob(name=name, quota=team, submit_s=submit, duration_s=duration, gpus=gpus, priority=priority)
 
 
+# The tests written before checkpoint and restart costs existed: saves are free, resumed runs start
+# at once, and the first checkpoint is one interval into the work (no random phase).
+FREE = {"checkpoint_cost_s": 0.0, "restart_s": 0.0, "checkpoint_seed": None}
+
+
 def run(policy, jobs, on, **config):
-    result = replay(jobs, on, ReplayConfig(policy=policy, **config))
+    result = replay(jobs, on, ReplayConfig(policy=policy, **(FREE | config)))
     return result, {j.name: j for j in result.jobs}, figures(result)
 
 
@@ -48,14 +54,25 @@ def test_strict_keeps_each_team_to_its_guarantee():
     assert [(j.first_start_s, j.end_s) for j in jobs.values()] == [(0, 3600), (3600, 7200), (1000, 2000)]
     # In [0, 1000] only a1's 8 of 16 GPUs are held.
     assert f["allocation_rate"] == 0.5
-    # Waits 0, 3600, 0: mean 1200, median 0, p95 = 0 + 0.9 * 3600 = 3240 (rank 1.9 of 0..2).
-    assert f["wait_s"]["all"] == {"n": 3, "mean": 1200.0, "median": 0.0, "p95": 3240.0, "max": 3600.0}
+    # Waits 0, 3600, 0: mean 1200, median 0, p95 = 0 + 0.9 * 3600 = 3240 (rank 1.9 of 0..2),
+    # p99 = 0.98 * 3600 = 3528 (rank 1.98).
+    assert f["wait_s"]["all"] == {
+        "n": 3, "mean": 1200.0, "median": 0.0, "p95": 3240.0, "p99": 3528.0, "max": 3600.0,
+    }
     assert f["wait_s"]["own_quota"]["n"] == 3 and f["wait_s"]["idle"]["n"] == 0
     # JCT 3600, 7200, 1000 -> 3933.333.
     assert f["mean_jct_s"] == pytest.approx(11800 / 3, abs=1e-3)
     # Delivered: 8 GPUs x (3600 + 3600 + 1000) s = 65,600 GPU-s = 18.222 GPU-h.
     assert f["gpu_hours_delivered"] == pytest.approx(65600 / 3600, abs=1e-3)
     assert (f["preemptions"], f["gpu_hours_lost"], f["reclaim_latency_s"]["n"]) == (0, 0, 0)
+    # Slowdowns: a1 3600 / 3600 = 1, a2 7200 / 3600 = 2, b1 1000 / 1000 = 1. Per quota: a 1.5, b 1:
+    # Jain (1.5 + 1)^2 / (2 x (2.25 + 1)) = 6.25 / 6.5 = 0.9615.
+    assert f["slowdown"]["mean"] == pytest.approx(4 / 3, abs=1e-3)
+    assert {q: v["slowdown"]["mean"] for q, v in f["by_quota"].items()} == {"a": 1.5, "b": 1.0}
+    assert f["jain_slowdown"] == 0.9615
+    # All three are 8-GPU jobs.
+    assert f["by_size"]["5–8"]["n"] == 3 and f["by_size"]["5–8"]["wait_s"]["p95"] == 3240.0
+    assert f["by_size"]["1"]["n"] == 0 and f["by_size"]["1"]["wait_s"]["p95"] is None
 
 
 def test_idle_borrows_then_gives_back_with_one_preemption():
@@ -76,16 +93,24 @@ def test_idle_borrows_then_gives_back_with_one_preemption():
     # Delivered: a1 8 x 3600 + a2 8 x (1030 + 3000) + b1 8 x 1000 = 69,040 GPU-s; lost share 3440 / 69040.
     assert f["gpu_hours_delivered"] == pytest.approx(69040 / 3600, abs=1e-3)
     assert f["lost_share"] == pytest.approx(3440 / 69040, abs=1e-6)
-    # Both nodes held all through [0, 1000].
-    assert f["allocation_rate"] == 1.0
-    # Waits 0, 0, 30: mean 10, median 0, p95 27. Own quota: a1 0, b1 30 (p95 0 + 0.95 * 30 = 28.5).
-    assert f["wait_s"]["all"] == {"n": 3, "mean": 10.0, "median": 0.0, "p95": 27.0, "max": 30.0}
-    assert f["wait_s"]["own_quota"] == {"n": 2, "mean": 15.0, "median": 15.0, "p95": 28.5, "max": 30.0}
-    assert f["wait_s"]["idle"] == {"n": 1, "mean": 0.0, "median": 0.0, "p95": 0.0, "max": 0.0}
+    # Both nodes held all through [0, 1000], but a2's last 400 s there were redone: useful work in
+    # the window is a1 8 x 1000 + a2 8 x 600 = 12,800 of 16,000 GPU-s.
+    assert f["held_rate"] == 1.0
+    assert f["allocation_rate"] == 0.8
+    # Time queued: a1 0; a2 0 before its first start and 1030 -> 2030 after its preemption; b1 30.
+    # All: 0, 30, 1000: mean 343.333, median 30, p95 30 + 0.9 x 970 = 903, p99 30 + 0.98 x 970.
+    assert f["wait_s"]["all"] == {
+        "n": 3, "mean": 343.333, "median": 30.0, "p95": 903.0, "p99": 980.6, "max": 1000.0,
+    }
+    assert f["wait_s"]["own_quota"] == {"n": 2, "mean": 15.0, "median": 15.0, "p95": 28.5, "p99": 29.7, "max": 30.0}
+    assert f["wait_s"]["idle"] == {"n": 1, "mean": 1000.0, "median": 1000.0, "p95": 1000.0, "p99": 1000.0, "max": 1000.0}
     assert f["wait_s"]["fits_quota"]["n"] == 3
+    # The classic wait (to the first start only) would say 0 for a2.
+    assert f["first_wait_s"]["max"] == 30.0 and f["first_wait_s"]["mean"] == 10.0
+    assert f["requeued_s"] == {"n": 1, "mean": 1000.0, "median": 1000.0, "p95": 1000.0, "p99": 1000.0, "max": 1000.0}
     # JCT 3600, 5030, 1030 -> 3220.
     assert f["mean_jct_s"] == 3220.0
-    assert f["reclaim_latency_s"] == {"n": 1, "mean": 30.0, "median": 30.0, "p95": 30.0, "max": 30.0}
+    assert f["reclaim_latency_s"] == {"n": 1, "mean": 30.0, "median": 30.0, "p95": 30.0, "p99": 30.0, "max": 30.0}
     assert f["nominated_to_start_s"]["max"] == 30.0
 
 
@@ -130,12 +155,16 @@ def test_lost_work_counts_from_the_last_checkpoint_and_a_victim_may_finish_in_it
     # Delivered: x1 8 x (1530 + 800) + a1 8 x 100 + a2 8 x 50 = 19,840 GPU-s.
     assert f["gpu_hours_delivered"] == pytest.approx(19840 / 3600, abs=1e-3)
     assert f["lost_share"] == pytest.approx(2640 / 19840, abs=1e-6)
-    # The node is held all through the window [0, 2400].
-    assert f["allocation_rate"] == 1.0
+    # The node is held all through the window [0, 2400]; x1's 300 s redone and its 30 s grace are
+    # not useful: 8 x (1200 + 100 + 770) = 16,560 of 19,200 GPU-s.
+    assert f["held_rate"] == 1.0
+    assert f["allocation_rate"] == 0.8625
     # Under strict x1 never starts (no guarantee) and the a jobs start on arrival.
     _, by_name, f = run("strict", jobs, one_node)
     assert by_name["x1"].first_start_s is None
-    assert f["never_started"] == 1 and f["wait_s"]["all"]["max"] == 0
+    # x1 counts with its censored wait: queued from 0 to the end of the replay, a2's end at 2450.
+    assert by_name["x1"].censored and by_name["x1"].queued_s == 2450
+    assert f["never_started"] == 1 and f["wait_s"]["all"]["max"] == 2450 and f["first_wait_s"]["max"] == 0
     # Only a1 (8 GPUs, 1500-1600) in the window: 800 / (8 x 2400) GPU-s.
     assert f["allocation_rate"] == pytest.approx(800 / 19200, abs=1e-5)
 
@@ -204,7 +233,7 @@ def random_trace(seed: int, count: int = 70) -> list[TraceJob]:
     return jobs
 
 
-@pytest.mark.parametrize("policy", ["strict", "idle", "pool"])
+@pytest.mark.parametrize("policy", ["fifo", "strict", "idle", "pool"])
 @pytest.mark.parametrize(("seed", "cycle_s"), [(1, 10.0), (2, 0.0), (3, 30.0)])
 def test_pruning_and_skipping_change_no_decision(policy, seed, cycle_s):
     """The fast path (pruned snapshots, skipped calls) gives exactly what the engine decides when it
@@ -220,3 +249,23 @@ def test_pruning_and_skipping_change_no_decision(policy, seed, cycle_s):
     assert fast.engine_calls <= exact.engine_calls
     if policy == "idle":
         assert fast.preemptions > 0  # the traces do exercise reclaim
+
+
+def test_cpu_and_memory_of_jobs_constrain_placement():
+    # One node of 8 GPUs but 16 cores and 64 GiB: two 1-GPU jobs of 10 cores cannot run together,
+    # nor can two of 40 GiB; without CPU or memory asked, all four would start at 0.
+    on = Cluster(
+        nodes=(Node(name="n0", gpu_type="A100", gpus=8, cpu_m=16000, memory_mib=64 * 1024),),
+        quotas=(Quota(name="root", parent=None),),
+    )
+    jobs = [
+        TraceJob(name="c1", quota="t", submit_s=0, duration_s=100, gpus=1, cpu_m=10000),
+        TraceJob(name="c2", quota="t", submit_s=0, duration_s=100, gpus=1, cpu_m=10000),
+        TraceJob(name="m1", quota="t", submit_s=0, duration_s=100, gpus=1, memory_mib=40 * 1024),
+        TraceJob(name="m2", quota="t", submit_s=0, duration_s=100, gpus=1, memory_mib=40 * 1024),
+    ]
+    _, by_name, _ = run("pool", jobs, on)
+    # c1 and m1 start at 0 (10 cores + 40 GiB fit); c2 and m2 when they end at 100.
+    assert {n: j.first_start_s for n, j in by_name.items()} == {"c1": 0, "c2": 100, "m1": 0, "m2": 100}
+    _, by_name, _ = run("pool", [replace(j, cpu_m=0, memory_mib=0) for j in jobs], on)
+    assert {j.first_start_s for j in by_name.values()} == {0}

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
 from scheduler.engine.types import CPU, MEMORY, Node, gpu_key
-from scheduler.simulator.traces import (
-    TraceError,
+from scheduler.simulator.clusters import (
     load_cluster_yaml,
-    load_jobs_csv,
     load_openb_nodes,
-    load_philly_jobs,
     load_philly_vcs,
     openb_cluster,
     philly_cluster,
-    pod_sizes,
     scale_cluster,
     scale_nodes,
     scaled_count,
     shared_quotas,
+)
+from scheduler.simulator.traces import (
+    TraceError,
+    cut_window,
+    load_jobs_csv,
+    load_philly_jobs,
+    pod_resources,
+    pod_sizes,
 )
 
 P100 = gpu_key("P100")
@@ -188,23 +194,123 @@ def test_cluster_yaml_unknown_parent_is_an_error(tmp_path):
         load_cluster_yaml(path)
 
 
-def test_scale_cluster_rounds_quotas_to_whole_nodes_and_fits_children(tmp_path):
+def test_scale_cluster_keeps_every_guarantee_at_least_its_share(tmp_path):
     cluster = load_cluster_yaml(write(tmp_path, "cluster.yaml", CLUSTER_YAML))
     half = scale_cluster(cluster, 0.5)
     # Nodes: ceil(3 * 0.5) = 2 A100 nodes, ceil(0.5) = 1 T4 node.
     assert [n.name for n in half.nodes] == ["big-0", "big-1", "small"]
+    assert half.description == "cluster.yaml: 3 nodes, 18 GPUs (scale 0.5 of 4 nodes)"
     quotas = {q.name: q for q in half.quotas}
     # The root is the scaled capacity: 16 A100, 2 T4, 2 x 96 cores, 2 x 768 GiB.
     assert quotas["root"].min == {gpu_key("A100"): 16, gpu_key("T4"): 2, CPU: 192000, MEMORY: 1536 * 1024}
-    # team-a 16 A100 = 2 nodes -> 1 node = 8; team-b 8 A100 = 1 node -> ceil(0.5) = 1 node = 8;
-    # T4 2 = 1 node -> 1 node = 2. Children 8 + 8 = 16 A100: fit the root, nothing trimmed.
+    # Children: each amount times 0.5, rounded up to a whole GPU: 16 -> 8; 8 -> 4, 2 T4 -> 1.
     assert quotas["team-a"].min == {gpu_key("A100"): 8}
-    assert quotas["team-b"].min == {gpu_key("A100"): 8, gpu_key("T4"): 2}
-    # max 20 A100 -> ceil(20 / 8) = 3 nodes -> ceil(1.5) = 2 nodes = 16.
-    assert quotas["team-a"].max == {gpu_key("A100"): 16}
-    # At 0.1 every rounding goes up: root 1 A100 node (8), team-a 1 node, team-b 1 node -> 16 > 8,
-    # so the later child (team-b) gives back 8.
+    assert quotas["team-b"].min == {gpu_key("A100"): 4, gpu_key("T4"): 1}
+    assert quotas["team-a"].max == {gpu_key("A100"): 10}
+    # At 0.1: one A100 node (8); team-a ceil(1.6) = 2, team-b ceil(0.8) = 1 and ceil(0.2) = 1 T4:
+    # every guarantee at least its share (the old whole-node rounding gave team-b 0).
     tenth = {q.name: q for q in scale_cluster(cluster, 0.1).quotas}
     assert tenth["root"].min[gpu_key("A100")] == 8
-    assert tenth["team-a"].min[gpu_key("A100")] == 8
-    assert tenth["team-b"].min[gpu_key("A100")] == 0
+    assert tenth["team-a"].min[gpu_key("A100")] == 2
+    assert tenth["team-b"].min == {gpu_key("A100"): 1, gpu_key("T4"): 1}
+
+
+def test_scale_cluster_raises_parents_and_adds_nodes_when_rounded_shares_do_not_fit(tmp_path):
+    # Ten teams of one 8-GPU G2 node each (the openb case: many quotas sharing a model), and a
+    # nested pair under `mid`.
+    teams = "".join(f"  - {{name: t{i}, parent: root, min: {{gpus: {{G2: 8}}}}}}\n" for i in range(9))
+    text = (
+        "nodes:\n  - {name: g, gpu_type: G2, gpus: 8, count: 10}\n"
+        "quotas:\n  - {name: root, min: {gpus: {G2: 80}}}\n" + teams
+        + "  - {name: mid, parent: root, min: {gpus: {G2: 8}}}\n"
+        "  - {name: c1, parent: mid, min: {gpus: {G2: 4}}}\n"
+        "  - {name: c2, parent: mid, min: {gpus: {G2: 4}}}\n"
+    )
+    cluster = load_cluster_yaml(write(tmp_path, "many.yaml", text))
+    scaled = scale_cluster(cluster, 0.3)
+    quotas = {q.name: q.min.get(gpu_key("G2"), 0) for q in scaled.quotas}
+    # t0..t8: ceil(8 x 0.3) = ceil(2.4) = 3 each. c1, c2: ceil(1.2) = 2 each, so mid (ceil(2.4) = 3)
+    # is raised to 4. The root's children ask 9 x 3 + 4 = 31 GPUs; ceil(10 x 0.3) = 3 nodes hold
+    # 24, so one copy of g-0 is added: 4 nodes, 32 GPUs.
+    assert [quotas[f"t{i}"] for i in range(9)] == [3] * 9
+    assert (quotas["c1"], quotas["c2"], quotas["mid"]) == (2, 2, 4)
+    assert [n.name for n in scaled.nodes] == ["g-0", "g-1", "g-2", "g-0+1"]
+    assert quotas["root"] == 32
+    assert scaled.description == (
+        "many.yaml: 4 nodes, 32 GPUs (scale 0.3 of 10 nodes; 1 node(s) added so that the guarantees fit)"
+    )
+
+
+def test_jobs_csv_cpu_and_memory_columns_split_over_pods_like_gpus(tmp_path):
+    path = write(
+        tmp_path,
+        "jobs.csv",
+        "name,quota,submit_s,duration_s,gpus,gpu_type,priority,idle,cpu,memory_gib\n"
+        "big,t,0,10,12,,,,30,1.5\n"
+        "old,t,1,10,1,,,,,\n",
+    )
+    big, old = load_jobs_csv(path)
+    assert (big.cpu_m, big.memory_mib) == (30000, 1536)
+    assert (old.cpu_m, old.memory_mib) == (0, 0)  # empty cells: no CPU or memory asked, as before
+    # 12 GPUs = 8 + 4 on 8-GPU nodes; 30 cores and 1536 MiB split 2 : 1.
+    assert pod_resources(12, 30000, 1536, 8) == ((8, 20000, 1024), (4, 10000, 512))
+    # Floors first, the units left over go to the first pods: 10 millicores over 3 x 1 GPU.
+    assert pod_resources(3, 10, 0, 1) == ((1, 4, 0), (1, 3, 0), (1, 3, 0))
+    assert pod_resources(0, 500, 64, 8) == ((0, 500, 64),)
+    bad = write(tmp_path, "bad.csv", "name,quota,submit_s,duration_s,gpus,cpu\na,t,0,1,1,-2\n")
+    with pytest.raises(TraceError, match="bad.csv:2: cpu and memory_gib"):
+        load_jobs_csv(bad)
+
+
+def test_a_window_keeps_jobs_submitted_inside_it_and_restarts_the_clock(tmp_path):
+    path = write(
+        tmp_path, "jobs.csv",
+        "name,quota,submit_s,duration_s,gpus\na,t,1000,5,1\nb,t,1100,5,1\nc,t,1500,5,1\nd,t,2000,5,1\n",
+    )
+    # Seconds from the file's first submission (1000): [100, 1000) keeps b (100) and c (500).
+    jobs = load_jobs_csv(path, window=(100, 1000))
+    assert [(j.name, j.submit_s) for j in jobs] == [("b", 0.0), ("c", 400.0)]
+    assert [j.name for j in load_jobs_csv(path, window=(100, None), limit=1)] == ["b"]
+    assert cut_window(load_jobs_csv(path), None, 500) == load_jobs_csv(path, limit=2)
+    with pytest.raises(TraceError, match="a window by date needs"):
+        load_jobs_csv(path, window=(datetime(2017, 10, 1), None))
+
+
+def test_a_philly_window_by_date_keeps_names_of_the_whole_file(tmp_path):
+    path = write(
+        tmp_path,
+        "philly.csv",
+        "timestamp,duration,num_gpus,gpu_time,cluster\n"
+        "2017-09-30 23:00:00,10.0,1,10.0,a\n"
+        "2017-10-01 00:30:00,20.0,2,40.0,b\n"
+        "2017-10-02 00:00:00,30.0,4,120.0,a\n",
+    )
+    jobs = load_philly_jobs(path, window=(datetime(2017, 10, 1), datetime(2017, 10, 2)))
+    assert [(j.name, j.submit_s, j.gpus) for j in jobs] == [("p00001", 0.0, 2)]
+    # The same in seconds from the first submission: 3600 (one hour later) to 90000.
+    assert load_philly_jobs(path, window=(3600, 90000)) == jobs
+
+
+def test_openb_scaled_keeps_every_vc_at_least_its_share_of_every_model(tmp_path):
+    path = write(
+        tmp_path,
+        "openb.csv",
+        "sn,cpu_milli,memory_mib,gpu,model\n"
+        "n0,64000,262144,2,P100\nn1,64000,262144,2,P100\nn2,64000,262144,2,P100\n"
+        "n3,96000,786432,8,G2\n",
+    )
+    nodes = load_openb_nodes(path)
+    # Whole inventory (as in the test above): a P100 5, G2 6; b P100 1, G2 2. At 0.25: one P100 node
+    # (ceil(0.75)) and the G2 node; a ceil(1.25) = 2 P100 and ceil(1.5) = 2 G2, b 1 and 1. The VCs
+    # ask 3 P100 of 2, so a copy of n0 is added.
+    cluster = openb_cluster(nodes, {"a": 3, "b": 1}, 0.25)
+    quotas = {q.name: {k: v for k, v in q.min.items() if k.startswith("gpu:")} for q in cluster.quotas}
+    assert quotas == {
+        "philly": {P100: 4, gpu_key("G2"): 8},
+        "a": {P100: 2, gpu_key("G2"): 2},
+        "b": {P100: 1, gpu_key("G2"): 1},
+    }
+    assert [n.name for n in cluster.nodes] == ["n0", "n3", "n0+1"]
+    assert cluster.description == (
+        "openb: 3 nodes, 12 GPUs shared by 2 VCs (scale 0.25 of 4 nodes; 1 node(s) added so that the guarantees fit)"
+    )

@@ -1,10 +1,13 @@
 import signal
 import threading
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
+from prometheus_client import start_http_server
 
 from scheduler.loop.cycle import schedule_once
 from scheduler.loop.runner import run_forever
+from scheduler.metrics.cycle import CYCLE_REGISTRY
 
 
 class Command(BaseCommand):
@@ -25,5 +28,8 @@ class Command(BaseCommand):
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
+        if settings.TIDEPOOL_SCHEDULER_METRICS_PORT:  # the cycle histogram of this process (docs/metrics.md)
+            start_http_server(settings.TIDEPOOL_SCHEDULER_METRICS_PORT, addr=settings.TIDEPOOL_SCHEDULER_METRICS_ADDR,
+                              registry=CYCLE_REGISTRY)
         self.stdout.write("scheduler loop running (Ctrl-C to stop)")
         run_forever(stop, interval=interval)

@@ -1,4 +1,7 @@
-"""`python manage.py simulate`: replay a trace under strict / idle / pool (scheduler/simulator/, docs/simulator.md)."""
+"""`python manage.py simulate`: replay a trace under fifo / strict / idle / pool (scheduler/simulator/, docs/simulator.md)."""
+
+from argparse import ArgumentParser
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -7,15 +10,16 @@ from scheduler.simulator.cli import SimulationError, add_arguments, run
 
 class Command(BaseCommand):
     help = (
-        "Replay a GPU-cluster trace in virtual time through the scheduling engine under each policy; "
-        "prints the figures (last line: one JSON object) and writes an HTML report. No database is used."
+        "Replay a GPU-cluster trace in virtual time through the scheduling engine under each policy, at one "
+        "scale or a sweep of scales; prints the figures (last line: one JSON object) and writes an HTML report. "
+        "No database is used."
     )
     requires_system_checks: list[str] = []
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         add_arguments(parser)
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         quiet = options["quiet"]
 
         def write(line: str) -> None:

@@ -181,6 +181,52 @@ def _detect() -> tuple[GpuInventory | None, str]:
     )
 
 
+def sample_gpus(indices: list[int] | None = None) -> list[dict[str, Any]]:
+    """One NVML reading per GPU (`indices`, default all): utilisation and memory in use.
+
+    [{"index", "utilization_percent", "memory_used_mib", "memory_total_mib"}, ...]; an empty list where
+    NVML is unusable (no pynvml, no driver, no GPUs) and without the GPUs NVML cannot read: nothing
+    is ever made up. Never raises, so a node worker may call it on every heartbeat.
+    """
+    try:
+        import pynvml
+    except ImportError:
+        return []
+    try:
+        pynvml.nvmlInit()
+    except Exception:
+        return []
+    readings: list[dict[str, Any]] = []
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        for index in indices if indices is not None else range(count):
+            if not 0 <= index < count:
+                continue
+            try:
+                handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+                utilization = pynvml.nvmlDeviceGetUtilizationRates(handle)
+                memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            except Exception as exc:  # one GPU that cannot be read (fallen off the bus, ...) is left out
+                log.warning("NVML could not read GPU %s: %s", index, exc)
+                continue
+            readings.append(
+                {
+                    "index": index,
+                    "utilization_percent": float(utilization.gpu),
+                    "memory_used_mib": int(memory.used) // _MIB,
+                    "memory_total_mib": int(memory.total) // _MIB,
+                }
+            )
+    except Exception as exc:
+        log.warning("NVML sampling failed: %s", exc)
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+    return readings
+
+
 def _text(value: str | bytes) -> str:
     # Older pynvml releases return bytes.
     return value.decode() if isinstance(value, bytes) else value

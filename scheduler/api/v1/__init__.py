@@ -1,0 +1,3 @@
+"""REST API v1 (docs/api.md): /api/v1/. Bearer tokens or the console's session, an OpenAPI schema,
+idempotent submissions, log following, server-sent job changes. Reads through the selectors and
+writes through the services, like /api/ (whose views and serializers v1 reuses)."""

@@ -1,0 +1,191 @@
+"""The OpenAPI schema's field descriptions and hooks (settings.SPECTACULAR_SETTINGS).
+
+/api/'s serializers carry no help texts; rather than edit them, the descriptions of every
+component's properties live here, keyed by component then property (COMMON: names shared by
+several). `describe_fields` fills them in; tests/api/test_api_v1_schema.py fails on any property
+left without one and on any difference from the committed docs/openapi.yaml.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+COMMON = {
+    "id": "Unique id.",
+    "name": "Name: lowercase letters, digits and dashes.",
+    "status": "Current state (docs/console.md lists them).",
+    "time": "When it happened (ISO 8601, UTC).",
+    "reason": "Why, in words a person can act on.",
+    "description": "Free text.",
+    "resource_type": "The resource pool: `general` or `lingjun`.",
+    "gpu_type": "GPU model (e.g. `A100`); empty: any model.",
+    "gpus": "GPUs per pod.",
+    "cpu": "CPU cores per pod.",
+    "memory_gib": "Memory per pod, GiB.",
+    "shared_memory_gib": "Shared memory (/dev/shm) per pod, GiB.",
+    "pod_count": "Number of pods of the role.",
+    "attempt": "Admission number: increments each time the job is admitted; pods carry theirs.",
+    "started_at": "When it started running (null: not yet).",
+    "finished_at": "When it finished (null: not yet).",
+    "node": "Node name (null: not placed).",
+    "workspaces": "Names of workspaces.",
+}
+
+DESCRIPTIONS: dict[str, dict[str, str]] = {
+    "Job": {
+        "in_quota": "How it was admitted: true In Quota, false Not in Quota (idle resources), null before admission.",
+        "workspace": "The workspace it belongs to.",
+        "quota": "The quota it was submitted to.",
+        "owner": "Who submitted it (null: the system).",
+        "job_type": "Framework: pytorch, tensorflow, mpi, xgboost, ray or custom.",
+        "priority": "1–9, higher first.",
+        "idle_mode": "`off` quota only; `acceptable` quota first, idle resources when full; `only` idle resources only.",
+        "gpus": "GPUs of all pods together.",
+        "gpu_type": "The GPU model it runs on (empty before admission).",
+        "nodes": "Nodes of the current attempt's pods.",
+        "fault_tolerance": "Restart automatically after a preemption or failure.",
+        "restart_count": "Automatic restarts after failures so far (preemptions are not counted).",
+        "max_restarts": "Automatic restarts allowed after failures.",
+        "queue_position": "Place in its pool's queue while pending (1 = next).",
+        "waiting_reason": "Why it waits, or why it ended.",
+        "created_at": "When it was submitted.",
+        "queue_time": "Queue time: the first submission, kept across automatic restarts.",
+    },
+    "JobDetail": {
+        "image": "Container image (informational with the local executor).",
+        "command": "Shell command each pod runs.",
+        "environment": "Extra environment variables of the pods.",
+        "data_mount": "Data path mounted into pods.",
+        "code_mount": "Code path mounted into pods.",
+        "max_running_minutes": "Stopped after this long running (null: no limit).",
+        "checkpoint_dir": "Directory the checkpoint helper saves to and resumes from.",
+        "progress": "The checkpoint helper's latest report ({} before one).",
+        "roles": "Roles with pod counts and per-pod resources.",
+        "pods": "Pods of every attempt, newest attempt first.",
+        "events": "The timeline, oldest first.",
+    },
+    "Progress": {
+        "step": "Training step reached.",
+        "last_checkpoint_step": "Step of the latest checkpoint.",
+        "last_checkpoint_at": "Time of the latest checkpoint, seconds since the epoch.",
+        "resumed_from_step": "Step this attempt resumed from.",
+        "attempt": "The attempt that reported.",
+    },
+    "Pod": {
+        "role": "Its role's name.",
+        "index": "Index within the role.",
+        "rank": "RANK given to the process (0 is the master).",
+        "gpu_indices": "GPU indices on its node (CUDA_VISIBLE_DEVICES).",
+        "exit_code": "Exit status of its process (null: still running or never started).",
+    },
+    "Event": {"kind": "Kind: submitted, queued, admitted, running, preempted, restarting, stopped, …"},
+    "JobSubmitRequest": {
+        "workspace": "Workspace name or id (one the caller is a member of).",
+        "quota": "Quota name or id (associated with the workspace).",
+        "command": "Shell command each pod runs.",
+        "roles": "Roles (at least one): pod count and per-pod resources.",
+        "job_type": "Framework: pytorch, tensorflow, mpi, xgboost, ray or custom.",
+        "image": "Container image (informational with the local executor).",
+        "environment": "Extra environment variables (NAME: value).",
+        "data_mount": "Data path mounted into pods.",
+        "code_mount": "Code path mounted into pods.",
+        "priority": "1–9, higher first (default 1).",
+        "idle_mode": "`off` (default), `acceptable` or `only`.",
+        "max_running_minutes": "Stop after this long running (null: no limit).",
+        "fault_tolerance": "Restart automatically after a preemption or failure.",
+        "max_restarts": "Automatic restarts allowed after failures (default 3).",
+        "checkpoint_dir": "Checkpoint directory (empty: one per job under the data directory).",
+    },
+    "RoleInputRequest": {"name": "Role name (default `worker`)."},
+    "CloneRequest": {"name": "Name of the copy (default: `<name>-clone`)."},
+    "Quota": {
+        "parent": "Parent quota's name (null: a root, whose min is the pool's capacity).",
+        "depth": "Depth in the tree (0: root).",
+        "min_gpus": "Guaranteed GPUs per model.",
+        "min_cpu": "Guaranteed CPU cores.",
+        "min_memory_gib": "Guaranteed memory, GiB.",
+        "max_gpus": "Ceiling on GPUs per model (null: none).",
+        "max_cpu": "Ceiling on CPU cores (null: none).",
+        "max_memory_gib": "Ceiling on memory, GiB (null: none).",
+        "workspaces": "Workspaces whose members may submit to it.",
+        "usage": "GPU use of the quota's whole subtree.",
+    },
+    "QuotaUsage": {
+        "min_gpus": "Guaranteed GPUs, all models.",
+        "in_quota_gpus": "GPUs held In Quota.",
+        "free_gpus": "Guaranteed GPUs not used In Quota.",
+        "lent_gpus": "Estimate of others' Not in Quota GPUs on this unused guarantee.",
+        "borrowed_gpus": "GPUs its jobs hold Not in Quota (on idle resources).",
+        "running_jobs": "Running jobs.",
+        "pending_jobs": "Pending jobs (Creating, Queuing, Restarting).",
+    },
+    "Node": {
+        "gpu_type": "GPU model of its GPUs.",
+        "gpu_count": "GPUs it has.",
+        "cpu": "CPU cores.",
+        "memory_gib": "Memory, GiB.",
+        "schedulable": "false: cordoned, nothing new is placed there.",
+        "draining": "Being drained: its jobs are preempted and restarted elsewhere.",
+        "lost": "Stopped heartbeating; its pods failed.",
+        "last_heartbeat": "Last heartbeat of its worker (null: never).",
+        "gpus_used": "GPUs held by pods.",
+        "gpus": "Each GPU with the job on it.",
+    },
+    "GpuCell": {
+        "index": "GPU index on the node.",
+        "job_id": "The job on it (null: free, or a job the caller may not see).",
+        "job_name": "The job's name (null: free, or a job the caller may not see).",
+        "used": "A pod holds it.",
+        "in_quota": "Whether the job on it runs In Quota (null: free).",
+    },
+    "Workspace": {"quotas": "Names of the quotas its members may submit to."},
+    "Log": {
+        "pod": "The pod shown (null: the job has no pod yet).",
+        "text": "Log text: the tail, or what was appended since `offset`.",
+        "offset": "Byte offset to send back as `offset` (with `shown`) to get what follows.",
+        "reset": "true: replace what you show (a tail, or the log was truncated).",
+    },
+    "LogPod": {"label": "`<role>-<index>`.", "rank": "RANK of the pod.", "status": "Pod state."},
+    "GpuSample": {
+        "pod_id": "The pod holding the GPU.",
+        "gpu_index": "GPU index on the pod's node.",
+        "utilization_percent": "NVML GPU utilisation over the last sample period, %.",
+        "memory_used_mib": "GPU memory in use, MiB.",
+        "memory_total_mib": "GPU memory, MiB.",
+    },
+    "Me": {
+        "username": "The user the credentials belong to.",
+        "is_staff": "Staff see every workspace.",
+        "workspaces": "The user's workspaces.",
+        "authenticated_by": "`token` or `session`.",
+    },
+    "Error": {"detail": "What went wrong."},
+    "PaginatedJobList": {
+        "count": "Jobs matching, on all pages.",
+        "next": "URL of the next page (null: last page).",
+        "previous": "URL of the previous page (null: first page).",
+        "results": "This page's jobs.",
+    },
+}
+
+
+def only_v1(endpoints: list[tuple[Any, ...]], **kwargs: Any) -> list[tuple[Any, ...]]:
+    """Preprocessing hook: the schema covers /api/v1/ (not /api/, nor the schema views themselves)."""
+    skip = ("/api/v1/schema/", "/api/v1/docs/", "/api/v1/redoc/")
+    return [e for e in endpoints if e[0].startswith("/api/v1/") and not e[0].startswith(skip)]
+
+
+def describe_fields(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """Postprocessing hook: every component property gets its description (left empty if unknown)."""
+    for component, schema in result.get("components", {}).get("schemas", {}).items():
+        docs = DESCRIPTIONS.get(component, {})
+        if component.endswith("Request") and component not in DESCRIPTIONS:
+            docs = DESCRIPTIONS.get(component.removesuffix("Request"), {})
+        for prop, body in schema.get("properties", {}).items():
+            text = docs.get(prop) or COMMON.get(prop)
+            if text and not body.get("description"):
+                body["description"] = text
+    return result
+
+
+DESCRIPTIONS["JobDetail"] = {**DESCRIPTIONS["Job"], **DESCRIPTIONS["JobDetail"]}

@@ -1,0 +1,101 @@
+"""GPU bookkeeping of a replay, and the pruning bound it gives (see replay.py's module doc).
+
+The ledger counts GPUs by (pool, model): capacity, held by pods (running or terminating), being
+released (terminating) and borrowed (running Not in Quota); and per quota and model what counts
+against its guarantee (inq, DESIGN §2). From these, `bound` says how many jobs of a class of
+identical pending jobs could at most be admitted or nominated in one cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from scheduler.engine.quota import effective_min
+from scheduler.engine.types import GPU_PREFIX, IDLE_OFF, IDLE_ONLY, Node, Pod, Quota
+
+
+class JobClass:
+    """Pending jobs identical to the engine, in queue order, and what bounds their admissions."""
+
+    __slots__ = ("queue", "gpus", "prunable", "quota", "quota_path", "models", "in_quota", "idle", "priority", "fits")
+
+    def __init__(
+        self,
+        quota: str,
+        pods: tuple[Pod, ...],
+        path: tuple[str, ...],
+        models: tuple[tuple[str, str], ...],
+        idle: str,
+        priority: int,
+        fits: bool,
+    ) -> None:
+        self.queue: list[tuple[float, str, int]] = []  # (queue time, name, job index)
+        self.quota = quota
+        self.gpus = sum(pod.gpus for pod in pods)
+        # "If one fails, later ones fail" holds for gangs of equal pods; best fit over mixed pod
+        # sizes is not monotone (the engine says the same), so those classes are never pruned.
+        self.prunable = self.gpus > 0 and len(set(pods)) == 1
+        self.quota_path = path
+        self.models = models  # (pool, model) pairs the class may use
+        self.in_quota = idle != IDLE_ONLY  # may be admitted against the guarantee
+        self.idle = idle != IDLE_OFF  # may run on idle resources
+        self.priority = priority
+        self.fits = fits  # its GPUs fit its quota's guarantee (FIFO skips the others)
+
+
+class Ledger:
+    def __init__(self, nodes: Sequence[Node], quotas: Sequence[Quota], paths: Mapping[str, tuple[str, ...]]) -> None:
+        self.capacity: dict[tuple[str, str], int] = {}
+        for node in nodes:
+            if node.schedulable:
+                key = (node.pool, node.gpu_type)
+                self.capacity[key] = self.capacity.get(key, 0) + node.gpus
+        self.held = dict.fromkeys(self.capacity, 0)
+        self.releasing = dict.fromkeys(self.capacity, 0)
+        self.borrowed = dict.fromkeys(self.capacity, 0)
+        self.models_of_pool: dict[str, tuple[str, ...]] = {}
+        for pool, model in sorted(self.capacity):
+            self.models_of_pool[pool] = (*self.models_of_pool.get(pool, ()), model)
+        # Guarantee of each quota per model (a root stating no min holds its pool).
+        self.guarantee: dict[str, dict[str, int]] = {}
+        for quota in quotas:
+            guaranteed = effective_min(quota, nodes)
+            self.guarantee[quota.name] = {
+                key[len(GPU_PREFIX):]: amount for key, amount in guaranteed.items() if key.startswith(GPU_PREFIX)
+            }
+        self.inq: dict[str, dict[str, int]] = {q.name: {} for q in quotas}
+        self.paths = paths
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(self.capacity.values())
+
+    def add(self, table: dict, key: tuple[str, str], delta: int) -> None:
+        table[key] = table.get(key, 0) + delta
+
+    def count_inq(self, quota: str, model: str, gpus: int) -> None:
+        """Add `gpus` (negative: remove) to what counts against `quota`'s path on `model`."""
+        for name in self.paths[quota]:
+            counted = self.inq[name]
+            counted[model] = counted.get(model, 0) + gpus
+
+    def bound(self, cls: JobClass) -> int:
+        """How many jobs of the class could at most be admitted or nominated in this cycle.
+
+        In quota, a job needs guarantee headroom on every quota of its path and capacity that is
+        free, being released or borrowed (reclaimable); on idle resources it needs free capacity.
+        Summing over the GPU models the class may use overcounts, which only makes the bound safe.
+        """
+        if not cls.prunable:
+            return len(cls.queue)
+        in_quota = idle = 0
+        for pool_model in cls.models:
+            free = self.capacity.get(pool_model, 0) - self.held.get(pool_model, 0)
+            if cls.in_quota:
+                model = pool_model[1]
+                headroom = min(self.guarantee[q].get(model, 0) - self.inq[q].get(model, 0) for q in cls.quota_path)
+                reachable = free + self.releasing.get(pool_model, 0) + self.borrowed.get(pool_model, 0)
+                in_quota += max(0, min(headroom, reachable))
+            if cls.idle:
+                idle += max(0, free)
+        return in_quota // cls.gpus + idle // cls.gpus

@@ -1,0 +1,90 @@
+"""What a replay is told (`ReplayConfig`) and what it gives back (`JobOutcome`, `ReplayResult`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .work import RunRecord, WorkModel
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayConfig:
+    policy: str
+    cycle_s: float = 10.0
+    grace_s: float = 30.0
+    checkpoint_s: float = 600.0  # work between two checkpoints of a job
+    checkpoint_cost_s: float = 30.0  # wall time of one save
+    restart_s: float = 60.0  # wall time before a run resumed after a preemption makes progress
+    checkpoint_seed: int | None = 0  # random phase of each job's checkpoints; None: first one an interval in
+    prune: bool = True  # snapshot only the pending jobs that could be admitted (see replay's doc)
+    skip_unchanged: bool = True  # no engine call when nothing changed since the last one
+    label: str = ""  # shown in progress lines
+    progress_every: float = 0.05  # progress line every this fraction of arrivals; 0: none
+
+    def __post_init__(self) -> None:
+        if self.cycle_s < 0 or self.grace_s < 0:
+            raise ValueError("cycle and grace periods must not be negative")
+        self.work_model()  # checks the checkpoint and restart settings
+
+    def work_model(self) -> WorkModel:
+        return WorkModel(
+            interval_s=self.checkpoint_s, cost_s=self.checkpoint_cost_s, restart_s=self.restart_s,
+            seed=self.checkpoint_seed,
+        )
+
+
+@dataclass(slots=True)
+class JobOutcome:
+    """What happened to one job of the trace. GPU-seconds are split by where they went (work.py)."""
+
+    name: str
+    team: str
+    gpus: int
+    submit_s: float
+    duration_s: float
+    fits_guarantee: bool  # its GPUs fit its team's guarantee (same set under every policy)
+    rejected: bool = False  # cannot fit the pool even when empty: refused at submission
+    first_start_s: float | None = None
+    first_in_quota: bool | None = None  # how its first run was admitted
+    end_s: float | None = None
+    preemptions: int = 0
+    queued_s: float = 0.0  # all time queued: to the first start and after every preemption
+    censored: bool = False  # still queued when the replay ended: `queued_s` runs to that end
+    useful_gpu_s: float = 0.0  # work kept (gpus x duration once finished)
+    redone_gpu_s: float = 0.0  # work lost to preemptions, done again
+    checkpoint_gpu_s: float = 0.0  # checkpoint saves
+    restart_gpu_s: float = 0.0  # restart overhead of runs after a preemption
+    grace_gpu_s: float = 0.0  # SIGTERM to exit of preempted runs
+
+    @property
+    def wait_s(self) -> float | None:
+        """Submission to first start (None if it never started): the classic, flattering wait."""
+        return None if self.first_start_s is None else self.first_start_s - self.submit_s
+
+    @property
+    def lost_gpu_s(self) -> float:
+        """What preemptions cost: redone work, grace periods and restart overhead."""
+        return self.redone_gpu_s + self.grace_gpu_s + self.restart_gpu_s
+
+    @property
+    def held_gpu_s(self) -> float:
+        return self.useful_gpu_s + self.checkpoint_gpu_s + self.lost_gpu_s
+
+
+@dataclass(slots=True)
+class ReplayResult:
+    policy: str
+    config: ReplayConfig
+    total_gpus: int
+    jobs: list[JobOutcome]
+    reclaim_latencies_s: list[float]  # queue entry to start, for runs that needed a reclaim
+    nominated_to_start_s: list[float]  # first nomination to start, for the same runs
+    allocation: list[tuple[float, int]]  # (time, GPUs held by pods from then on), time-ordered
+    runs: list[RunRecord] = field(default_factory=list)  # every run, in the order it ended
+    preemptions: int = 0
+    cycles: int = 0
+    engine_calls: int = 0
+    engine_s: float = 0.0
+    wall_s: float = 0.0
+    end_s: float = 0.0  # time of the last arrival, completion or exit
+    notes: list[str] = field(default_factory=list)

@@ -1,0 +1,3 @@
+from tidepool_cli.parser import cli
+
+cli()
