@@ -29,11 +29,16 @@ COMMON = {
     "finished_at": "When it finished (null: not yet).",
     "node": "Node name (null: not placed).",
     "workspaces": "Names of workspaces.",
+    "preemption_count": "Times it was preempted (reclaim, priority, drain, shutdown); never uses a restart.",
+    "resumes_automatically": "Preempted and queued again: it resumes from its checkpoint when it runs again.",
+    "gpu_hours": "GPU-hours used by every attempt so far.",
+    "cpu_only": "A CPU-only role: no GPUs (otherwise at least 1 GPU per pod).",
 }
 
 DESCRIPTIONS: dict[str, dict[str, str]] = {
     "Job": {
-        "in_quota": "How it was admitted: true In Quota, false Not in Quota (idle resources), null before admission.",
+        "in_quota": "How the current attempt was admitted: true In Quota, false Not in Quota (idle resources); "
+                    "null while waiting or once finished.",
         "workspace": "The workspace it belongs to.",
         "quota": "The quota it was submitted to.",
         "owner": "Who submitted it (null: the system).",
@@ -52,6 +57,7 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "queue_time": "Queue time: the first submission, kept across automatic restarts.",
     },
     "JobDetail": {
+        "preemptions": "Each preemption with the work it lost, oldest first.",
         "image": "Container image (informational with the local executor).",
         "command": "Shell command each pod runs.",
         "environment": "Extra environment variables of the pods.",
@@ -78,8 +84,17 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "gpu_indices": "GPU indices on its node (CUDA_VISIBLE_DEVICES).",
         "exit_code": "Exit status of its process (null: still running or never started).",
     },
+    "Preemption": {
+        "kind": "reclaim, priority, drain or shutdown.",
+        "ran_gpu_seconds": "GPU time the attempt ran until it was preempted.",
+        "lost_steps": "Steps since the attempt's last checkpoint (null: no progress reported).",
+        "lost_gpu_seconds": "GPU time since the attempt's last checkpoint (null: pods still exiting).",
+        "step": "Step the attempt had reached.",
+        "checkpoint_step": "Step of the attempt's last checkpoint.",
+    },
     "Event": {"kind": "Kind: submitted, queued, admitted, running, preempted, restarting, stopped, …"},
     "JobSubmitRequest": {
+        "grace_seconds": "Seconds between SIGTERM and SIGKILL at a preemption or stop, 0–3600 (null: the cluster default).",
         "workspace": "Workspace name or id (one the caller is a member of).",
         "quota": "Quota name or id (associated with the workspace).",
         "command": "Shell command each pod runs.",
