@@ -198,6 +198,9 @@ class Job(models.Model):
     attempt = models.PositiveIntegerField(default=0, help_text="Increments at each admission; fences pods.")
     queue_time = models.DateTimeField(null=True, blank=True, help_text="First submission; kept on restarts.")
     queue_position = models.PositiveIntegerField(null=True, blank=True)
+    waiting_reason_code = models.CharField(
+        max_length=32, blank=True, help_text="The kind of the waiting reason (docs/scheduling.md: reason codes)."
+    )
     waiting_reason = models.CharField(max_length=500, blank=True, help_text="Names no other job: members see it.")
     waiting_reason_staff = models.CharField(max_length=500, blank=True, help_text="With job names; empty: the same.")
     nominated_nodes = models.JSONField(null=True, blank=True, help_text="Reservation while victims exit.")
@@ -332,6 +335,7 @@ class JobEvent(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
     time = models.DateTimeField(auto_now_add=True, db_index=True)
     kind = models.CharField(max_length=32)
+    code = models.CharField(max_length=32, blank=True, help_text="The reason's kind, where the scheduler gave one.")
     reason = models.CharField(max_length=500, help_text="Names no other job: members see it.")
     staff_reason = models.CharField(max_length=500, blank=True, help_text="With job names; empty: the same.")
 

@@ -50,6 +50,7 @@ class JobSerializer(serializers.Serializer):
     gpu_hours = serializers.SerializerMethodField()
     queue_position = serializers.IntegerField(allow_null=True)
     waiting_reason = serializers.CharField(source="shown_reason")
+    waiting_reason_code = serializers.CharField()
     created_at = serializers.DateTimeField()
     queue_time = serializers.DateTimeField(allow_null=True)
     started_at = serializers.DateTimeField(allow_null=True)
@@ -104,6 +105,7 @@ class EventSerializer(serializers.Serializer):
     time = serializers.DateTimeField()
     kind = serializers.CharField()
     reason = serializers.CharField(source="shown_reason")
+    code = serializers.CharField()
 
 
 class PreemptionSerializer(serializers.Serializer):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from scheduler.models import Job, JobEvent
 
 
-def job_event(job: Job, kind: str, reason: str, *, staff_reason: str = "") -> JobEvent:
+def job_event(job: Job, kind: str, reason: str, *, staff_reason: str = "", code: str = "") -> JobEvent:
     """`reason` is what members read: it names no other job. `staff_reason` (optional) may name them."""
     staff = staff_reason[:500] if staff_reason and staff_reason != reason else ""
-    return JobEvent.objects.create(job=job, kind=kind, reason=reason[:500], staff_reason=staff)
+    return JobEvent.objects.create(job=job, kind=kind, reason=reason[:500], staff_reason=staff, code=code)

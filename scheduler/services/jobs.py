@@ -301,7 +301,7 @@ def job_restart(*, job: Job, user: AbstractBaseUser | None) -> Job:
     job.started_at = None
     job.restart_after = None
     job.stop_outcome = ""
-    job.waiting_reason = job.waiting_reason_staff = ""
+    job.waiting_reason = job.waiting_reason_staff = job.waiting_reason_code = ""
     job.save()
     job_event(job, EventKind.QUEUED, f"restarted by {getattr(user, 'username', 'system')}")
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])

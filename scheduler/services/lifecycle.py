@@ -69,7 +69,8 @@ def _request_termination(pods: list[Pod], outcome: str) -> None:
             pod.save(update_fields=["terminate_requested"])
 
 
-def job_preempt(*, job: Job, reason: str, staff_reason: str = "", kind: str = JobPreemption.Kind.RECLAIM) -> None:
+def job_preempt(*, job: Job, reason: str, staff_reason: str = "", kind: str = JobPreemption.Kind.RECLAIM,
+                code: str = "") -> None:
     """Reclaim, priority preemption, drain or shutdown (DESIGN §3: not a failure): the pods get SIGTERM
     and the grace period; the job is Preempted. `reason` names no other job (members read it);
     `staff_reason` may. Counted in `preemption_count`; `max_restarts` is not touched."""
@@ -80,11 +81,13 @@ def job_preempt(*, job: Job, reason: str, staff_reason: str = "", kind: str = Jo
     job.preemption_count += 1
     job.waiting_reason = reason[:500]
     job.waiting_reason_staff = staff_reason[:500]
+    job.waiting_reason_code = code
     job.queue_position = None
     job.nominated_nodes = None
     job.save(update_fields=["status", "stop_outcome", "preemption_count", "waiting_reason", "waiting_reason_staff",
+                            "waiting_reason_code",
                             "queue_position", "nominated_nodes", "updated_at"])
-    job_event(job, EventKind.PREEMPTED, reason, staff_reason=staff_reason)
+    job_event(job, EventKind.PREEMPTED, reason, staff_reason=staff_reason, code=code)
     preemption_record(job=job, kind=kind, reason=reason, staff_reason=staff_reason, now=now)
     _request_termination(pods, PodOutcome.PREEMPTED)
     signal_pods_on_commit(pods, grace_s=grace_seconds(job), outcome=PodOutcome.PREEMPTED)
@@ -100,7 +103,7 @@ def job_terminate(*, job: Job, outcome: str, reason: str) -> None:
     job.queue_position = None
     job.stop_outcome = outcome
     job.waiting_reason = reason
-    job.waiting_reason_staff = ""
+    job.waiting_reason_staff = job.waiting_reason_code = ""
     if pods:
         job.status = JobStatus.STOPPING
         job_event(job, EventKind.STOPPING, reason)
@@ -121,8 +124,9 @@ def job_fail_attempt(*, job: Job, reason: str) -> None:
         return
     job.stop_outcome = PodOutcome.FAILED
     job.waiting_reason = reason[:500]
-    job.waiting_reason_staff = ""
-    job.save(update_fields=["stop_outcome", "waiting_reason", "waiting_reason_staff", "updated_at"])
+    job.waiting_reason_staff = job.waiting_reason_code = ""
+    job.save(update_fields=["stop_outcome", "waiting_reason", "waiting_reason_staff", "waiting_reason_code",
+                            "updated_at"])
     job_event(job, EventKind.ATTEMPT_FAILED, reason)
     pods = _live_pods(job)
     _request_termination(pods, PodOutcome.STOPPED)
@@ -148,7 +152,7 @@ def _settle(job: Job) -> None:
             # Pods ended without finishing and nobody asked the job to stop: a failed attempt.
             job.stop_outcome = PodOutcome.FAILED
             job.waiting_reason = f"{unfinished} pod(s) ended without finishing"
-            job.waiting_reason_staff = ""
+            job.waiting_reason_staff = job.waiting_reason_code = ""
     _close_attempt(job, now)
     if job.status == JobStatus.STOPPING:
         preemption_settle(job=job, now=now)  # stopped while a preemption's pods were exiting
@@ -162,7 +166,7 @@ def _settle(job: Job) -> None:
     else:
         job.status = JobStatus.SUCCEEDED
         job.finished_at = now
-        job.waiting_reason = job.waiting_reason_staff = ""
+        job.waiting_reason = job.waiting_reason_staff = job.waiting_reason_code = ""
         job_event(job, EventKind.SUCCEEDED, "all pods exited with code 0")
     job.save()
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])

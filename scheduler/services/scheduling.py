@@ -57,12 +57,13 @@ class _Names(dict):
         return self[key]
 
 
-def _reasons(decisions: Decisions, index: SnapshotIndex, key: str, default: str = "") -> tuple[str, str]:
-    """A pending or nominated job's reason as (member text, staff text): members never read another
-    job's name nor an internal key."""
-    text = str(decisions.reasons.get(key, default))
+def _reasons(decisions: Decisions, index: SnapshotIndex, key: str, default: str = "") -> tuple[str, str, str]:
+    """A pending or nominated job's reason as (member text, staff text, code): members never read
+    another job's name nor an internal key; the code keeps the reason's kind (engine/reasons.py)."""
+    why = decisions.reasons.get(key)
+    text = str(why) if why is not None else default
     member, staff = reason_texts(text, _Names(index))
-    return member[:500], staff[:500]
+    return member[:500], staff[:500], getattr(why, "code", "")
 
 
 def cycle_apply(*, decisions: Decisions, index: SnapshotIndex, now: datetime) -> list[tuple[Job, list[Pod]]]:
@@ -84,6 +85,9 @@ def cycle_apply(*, decisions: Decisions, index: SnapshotIndex, now: datetime) ->
     return launches
 
 
+PREEMPTION_CODE = "reclaimed"  # the code of a reclaim's "preempted" event
+
+
 def _apply_preemptions(decisions: Decisions, index: SnapshotIndex) -> None:
     for key, preemption in decisions.preempted.items():
         if preemption.reason.startswith("reclaimed by quota"):
@@ -92,13 +96,13 @@ def _apply_preemptions(decisions: Decisions, index: SnapshotIndex) -> None:
         else:  # e.g. "preempted by a higher-priority job of the same quota" (DESIGN §2b)
             member, staff = reason_texts(preemption.reason, _Names(index))
             kind = JobPreemption.Kind.PRIORITY if "priority" in preemption.reason else JobPreemption.Kind.RECLAIM
-        job_preempt(job=index.jobs[key], reason=member, staff_reason=staff, kind=kind)
+        job_preempt(job=index.jobs[key], reason=member, staff_reason=staff, kind=kind, code=PREEMPTION_CODE)
 
 
 def _admitted_fields(now: datetime) -> dict:
     """What admission sets on a job besides in_quota, gpu_type and attempt (the same for every job)."""
     return dict(status=JobStatus.ENV_PREPARING, started_at=now, nominated_nodes=None, waiting_reason="",
-                waiting_reason_staff="", queue_position=None, stop_outcome="")
+                waiting_reason_staff="", waiting_reason_code="", queue_position=None, stop_outcome="")
 
 
 def _place_pods(job: Job, key: str, nodes: tuple[str, ...], index: SnapshotIndex,
@@ -154,17 +158,18 @@ def _apply_admissions(decisions: Decisions, index: SnapshotIndex, now: datetime,
 def _apply_nominations(decisions: Decisions, index: SnapshotIndex, changed: list[Job]) -> None:
     for key, nodes in decisions.nominated.items():
         job = index.jobs[key]
-        reason, staff = _reasons(decisions, index, key, "waiting for preempted jobs to exit")
+        reason, staff, code = _reasons(decisions, index, key, "waiting for preempted jobs to exit")
         if job.nominated_nodes != list(nodes):
-            job_event(job, EventKind.NOMINATED, reason, staff_reason=staff)
+            job_event(job, EventKind.NOMINATED, reason, staff_reason=staff, code=code)
         if (job.nominated_nodes != list(nodes) or job.waiting_reason != reason or job.waiting_reason_staff != staff
-                or job.queue_position is not None):
+                or job.waiting_reason_code != code or job.queue_position is not None):
             job.nominated_nodes = list(nodes)
             job.waiting_reason = reason
             job.waiting_reason_staff = staff
+            job.waiting_reason_code = code
             job.queue_position = None
-            job.save(update_fields=["nominated_nodes", "waiting_reason", "waiting_reason_staff", "queue_position",
-                                    "updated_at"])
+            job.save(update_fields=["nominated_nodes", "waiting_reason", "waiting_reason_staff", "waiting_reason_code",
+                                    "queue_position", "updated_at"])
             changed.append(job)
 
 
@@ -181,22 +186,22 @@ def _apply_pending(decisions: Decisions, index: SnapshotIndex, changed: list[Job
     """Queue positions shift whenever a job ahead leaves the queue, so they are written in one pass;
     reasons are shared by many jobs, so one UPDATE per distinct reason."""
     positions: list[tuple[int, int]] = []
-    by_reason: dict[tuple[str, str], list[int]] = defaultdict(list)
+    by_reason: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     renominated: list[int] = []
-    texts: dict[object, tuple[str, str]] = {}  # reason value -> (member text, staff text)
+    texts: dict[object, tuple[str, str, str]] = {}  # reason value -> (member text, staff text, code)
     for position, key in enumerate(decisions.pending, start=1):
         job = index.jobs[key]
         why = decisions.reasons.get(key)
         pair = texts.get(why)
         if pair is None:  # equal reason values (many jobs share one) are rendered once
             pair = texts[why] = _reasons(decisions, index, key)
-        reason, staff = pair
+        reason, staff, code = pair
         touched = False
         if job.queue_position != position:
             positions.append((job.pk, position))
             touched = True
-        if job.waiting_reason != reason or job.waiting_reason_staff != staff:
-            by_reason[(reason, staff)].append(job.pk)
+        if job.waiting_reason != reason or job.waiting_reason_staff != staff or job.waiting_reason_code != code:
+            by_reason[(reason, staff, code)].append(job.pk)
             touched = True
         if job.nominated_nodes:  # a withdrawn nomination
             renominated.append(job.pk)
@@ -204,8 +209,9 @@ def _apply_pending(decisions: Decisions, index: SnapshotIndex, changed: list[Job
         if touched:
             changed.append(job)
     set_column(Job, "queue_position", positions)
-    for (reason, staff), ids in by_reason.items():
-        Job.objects.filter(pk__in=in_ids(ids)).update(waiting_reason=reason, waiting_reason_staff=staff)
+    for (reason, staff, code), ids in by_reason.items():
+        Job.objects.filter(pk__in=in_ids(ids)).update(waiting_reason=reason, waiting_reason_staff=staff,
+                                                      waiting_reason_code=code)
     if renominated:
         Job.objects.filter(pk__in=in_ids(renominated)).update(nominated_nodes=None)
 

@@ -53,6 +53,9 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "max_restarts": "Automatic restarts allowed after failures.",
         "queue_position": "Place in its pool's queue while pending (1 = next).",
         "waiting_reason": "Why it waits, or why it ended.",
+        "waiting_reason_code": "The kind of the scheduler's waiting reason: quota_full, max_reached, no_capacity, "
+                               "no_idle_capacity, quota_and_idle, waiting_for_victims, never_fits, any_model, "
+                               "unknown_quota, reclaimed (docs/scheduling.md); empty for other reasons.",
         "created_at": "When it was submitted.",
         "queue_time": "Queue time: the first submission, kept across automatic restarts.",
     },
@@ -92,7 +95,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "step": "Step the attempt had reached.",
         "checkpoint_step": "Step of the attempt's last checkpoint.",
     },
-    "Event": {"kind": "Kind: submitted, queued, admitted, running, preempted, restarting, stopped, …"},
+    "Event": {
+        "kind": "Kind: submitted, queued, admitted, running, preempted, restarting, stopped, …",
+        "code": "The reason's kind where the scheduler gave one (as Job.waiting_reason_code), else empty.",
+    },
     "JobSubmitRequest": {
         "grace_seconds": "Seconds between SIGTERM and SIGKILL at a preemption or stop, 0–3600 (null: the cluster default).",
         "workspace": "Workspace name or id (one the caller is a member of).",
