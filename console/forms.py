@@ -19,6 +19,7 @@ from django.core.exceptions import ValidationError
 from django.forms import BaseFormSet, formset_factory
 
 from scheduler.models import IdleMode, Job, JobType, ResourceQuota, ResourceType, Workspace
+from scheduler.paths import default_checkpoint_dir
 from scheduler.selectors import QuotaChoice, gpu_models_by_pool, quota_choices, user_workspaces
 from scheduler.services.jobs import NAME_PATTERN
 
@@ -197,7 +198,7 @@ class JobSubmitForm(forms.Form):
             "fault_tolerance": job.fault_tolerance,
             "max_restarts": job.max_restarts,
             # A clone writes its own checkpoints unless the original chose a directory on purpose.
-            "checkpoint_dir": "" if job.checkpoint_dir.endswith(f"job-{job.pk}") else job.checkpoint_dir,
+            "checkpoint_dir": "" if job.checkpoint_dir == str(default_checkpoint_dir(job)) else job.checkpoint_dir,
         }
 
 

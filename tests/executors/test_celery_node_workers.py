@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis, pytest
 
 # Runs 4 s, records its process group so the test can play "the machine died" on node A.
 POD_COMMAND = (
-    f"echo $$ > pgid-$TIDEPOOL_ATTEMPT; echo rank=$RANK gpus=$CUDA_VISIBLE_DEVICES; "
+    f"cut -d' ' -f5 /proc/$$/stat > pgid-$TIDEPOOL_ATTEMPT; echo rank=$RANK gpus=$CUDA_VISIBLE_DEVICES; "
     f"{sys.executable} -c 'import time; time.sleep(4)'; echo done"
 )
 
