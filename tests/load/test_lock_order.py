@@ -21,6 +21,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 
+import scheduler.services.jobs
 import scheduler.services.lifecycle as lifecycle
 import scheduler.services.scheduling
 from scheduler.loop.cycle import schedule_once
@@ -66,13 +67,18 @@ class Meeting:
         assert self.writer_holds_job.wait(10), "the writer never reached its pause"
         second = self.run("pod report", report)
         deadline = time.monotonic() + 5
+        met = False
         while time.monotonic() < deadline and second.is_alive():
             with connection.cursor() as cursor:
                 cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
                 if cursor.fetchone()[0]:
+                    met = True
                     break
             time.sleep(0.02)
+        reported_early = not second.is_alive()
         self.report_waiting.set()
+        # The meeting this test is about: the report really waited on a lock the writer held.
+        assert met and not reported_early, "the pod report never waited on the writer's lock: no meeting"
         for thread in (first, second):
             thread.join(30)
             assert not thread.is_alive(), f"{thread.name} is stuck"
@@ -164,7 +170,7 @@ def test_user_stop_and_the_pods_exit_report_do_not_deadlock(team, recording_exec
         meeting.pause()  # job_stop holds the job's lock here
         terminate(**kwargs)
 
-    monkeypatch.setattr(lifecycle, "job_terminate", paused_terminate)
+    monkeypatch.setattr(scheduler.services.jobs, "job_terminate", paused_terminate)  # job_stop's reference
     meeting.meet(lambda: job_stop(job=job, user=None),
                  lambda: pod_exited(pod_id=pod.pk, attempt=pod.attempt, exit_code=0, outcome="succeeded"))
     job.refresh_from_db()
