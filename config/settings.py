@@ -184,6 +184,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Tidepool's tasks are hints (node workers reconcile with the database), so no ack emulation: with
+# it, kombu 5.7 crashes the whole worker ("Unrecoverable error: 'NoneType' object has no attribute
+# 'hostname'") when Redis goes away while a message is unacknowledged.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
 # Node workers run pods under one in-process agent: threads, not forked children.
 CELERY_WORKER_POOL = "threads"
 CELERY_WORKER_CONCURRENCY = int(os.environ.get("TIDEPOOL_WORKER_CONCURRENCY", "4"))

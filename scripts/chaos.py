@@ -393,6 +393,7 @@ def run(args, dir: Path) -> dict:
         })
         return figures
     finally:
+        figures["processes_alive_at_end"] = {name: p.poll() is None for name, p in stack.procs.items()}
         stack.stop_all()
         leftovers = kill_leftover_pods(dir)
         figures["pod_processes_killed_at_cleanup"] = leftovers
@@ -418,11 +419,25 @@ def kill_leftover_pods(dir: Path) -> int:
     return killed
 
 
+def port_in_use(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
 def main() -> int:
     args = parse()
     if not shutil.which("redis-server"):
         print("needs redis-server", file=sys.stderr)
         return 2
+    busy = [port for port in (REDIS_PORT, args.port) if port_in_use(port)]
+    if busy:  # a leftover of an earlier run would silently serve this one
+        print(f"port(s) {busy} already in use on 127.0.0.1: stop what listens there first", file=sys.stderr)
+        return 2
+    # SIGTERM/SIGINT end the run through its cleanup (processes, pods) like any other exit.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: sys.exit(3))
     dir = Path(tempfile.mkdtemp(prefix="tidepool-chaos-", dir="/tmp"))
     figures = run(args, dir)
     checks = figures["at_last_fault_plus_60s"]

@@ -13,17 +13,24 @@ from scheduler.executors import PodRef
 from scheduler.models import Job, Node, Pod
 from scheduler.node.agent import PodAgent
 from scheduler.node.reconcile import ReconcileLoop
-
-
-def demo_node_names() -> list[str]:
-    return list(Node.objects.filter(inventory_source=Node.InventorySource.DEMO).values_list("name", flat=True))
+from scheduler.services.leases import EMBEDDED_CONSOLE, lease_held
 
 
 class LocalExecutor:
+    """`lease_owner`: set by the console that holds the "console:embedded" lease (manage.py serve);
+    only then does the reconcile loop act, so no other instance (a second process, a test's
+    default executor) ever starts or fails the demo nodes' pods."""
+
     def __init__(self, reconcile_s: float | None = None) -> None:
         self.agent = PodAgent()
+        self.lease_owner: str | None = None
         period = settings.TIDEPOOL_RECONCILE_SECONDS if reconcile_s is None else reconcile_s
-        self.reconciler = ReconcileLoop(self.agent, demo_node_names, period).start() if period > 0 else None
+        self.reconciler = ReconcileLoop(self.agent, self._demo_nodes, period).start() if period > 0 else None
+
+    def _demo_nodes(self) -> list[str]:
+        if self.lease_owner is None or not lease_held(role=EMBEDDED_CONSOLE, owner=self.lease_owner):
+            return []
+        return list(Node.objects.filter(inventory_source=Node.InventorySource.DEMO).values_list("name", flat=True))
 
     def launch(self, launches: list[tuple[Job, list[Pod]]]) -> None:
         for job, pods in launches:

@@ -43,15 +43,14 @@ def _wanted(pod: Pod) -> bool:
     return job.attempt == pod.attempt and job.status in STARTED_JOB_STATUSES and not pod.terminate_requested
 
 
-def reconcile(agent: PodAgent, node_names: list[str] | None) -> dict[str, int]:
-    """One pass over the live pods of `node_names` (None: every node). Returns counts per action.
+def reconcile(agent: PodAgent, node_names: list[str]) -> dict[str, int]:
+    """One pass over the live pods of `node_names`. Returns counts per action.
 
     Long because it is the table above, one branch per row, kept in one place to read.
     """
     close_old_connections()
-    query = Pod.objects.filter(status__in=LIVE_POD_STATUSES).select_related("job", "job__workspace", "node")
-    if node_names is not None:
-        query = query.filter(node__name__in=node_names)
+    query = Pod.objects.filter(status__in=LIVE_POD_STATUSES, node__name__in=node_names).select_related(
+        "job", "job__workspace", "node")
     pods = list(query)
     running = {(r.pod_id, r.attempt): r for r in agent.supervisor.running()}  # read after the database
     counts: dict[str, int] = defaultdict(int)
@@ -130,7 +129,7 @@ def _stop_unwanted(agent: PodAgent, running: dict, live_keys: set[tuple[int, int
 class ReconcileLoop:
     """Runs `reconcile` every `period_s` and whenever `wake()` is called, on a daemon thread."""
 
-    def __init__(self, agent: PodAgent, node_names: Callable[[], list[str] | None], period_s: float) -> None:
+    def __init__(self, agent: PodAgent, node_names: Callable[[], list[str]], period_s: float) -> None:
         self.agent, self._node_names, self.period_s = agent, node_names, period_s
         self._wake = threading.Event()
         self._stop = threading.Event()

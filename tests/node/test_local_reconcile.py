@@ -15,6 +15,7 @@ from scheduler.loop.cycle import schedule_once
 from scheduler.models import Job, Pod, Workspace
 from scheduler.node.local import LocalExecutor
 from scheduler.services.jobs import job_submit
+from scheduler.services.leases import EMBEDDED_CONSOLE, lease_acquire, this_owner
 from scheduler.services.nodes import node_register
 from scheduler.services.quotas import quota_create
 from scheduler.states import JobStatus, PodStatus
@@ -48,6 +49,8 @@ def submit(team, name: str, command: str, **extra) -> Job:
 
 def test_a_dropped_start_message_still_gets_the_pods_started_by_the_reconcile(team):
     executor = DroppingExecutor(reconcile_s=0.5)
+    executor.lease_owner = this_owner()  # as `manage.py serve` does, under the console's lease
+    assert lease_acquire(role=EMBEDDED_CONSOLE, owner=this_owner())[0]
     previous = set_executor(executor)
     try:
         job = submit(team, "dropped", "echo rank=$RANK; exit 0")
@@ -96,6 +99,8 @@ def test_a_pod_that_cannot_start_requeues_its_job_without_using_a_restart(team, 
 
 def test_the_reconcile_stops_a_pod_the_database_ended(team):
     executor = LocalExecutor(reconcile_s=0.5)
+    executor.lease_owner = this_owner()
+    assert lease_acquire(role=EMBEDDED_CONSOLE, owner=this_owner())[0]
     previous = set_executor(executor)
     try:
         job = submit(team, "ended", "sleep 60")
@@ -106,6 +111,25 @@ def test_the_reconcile_stops_a_pod_the_database_ended(team):
         Pod.objects.filter(pk=pod.pk).update(status=PodStatus.FAILED, reason="ended by the test")
         running = lambda: {(r.pod_id, r.attempt) for r in executor.agent.supervisor.running()}  # noqa: E731
         wait_for(lambda: (pod.pk, pod.attempt) not in running(), 20, "the reconcile to stop the pod")
+    finally:
+        executor.shutdown(grace_s=1)
+        set_executor(previous)
+
+
+def test_without_the_consoles_lease_the_local_reconcile_touches_nothing(team):
+    """A second process (or any executor not holding the lease) never starts the demo nodes' pods."""
+    executor = DroppingExecutor(reconcile_s=0.3)
+    executor.lease_owner = this_owner()  # it believes it owns them, but another console holds the lease
+    assert lease_acquire(role=EMBEDDED_CONSOLE, owner="elsewhere:1:1")[0]
+    previous = set_executor(executor)
+    try:
+        job = submit(team, "not-mine", "exit 0")
+        schedule_once()
+        import time
+
+        time.sleep(2)  # several reconcile periods
+        assert set(Pod.objects.filter(job=job).values_list("status", flat=True)) == {PodStatus.PENDING}
+        assert not executor.agent.supervisor.running()
     finally:
         executor.shutdown(grace_s=1)
         set_executor(previous)

@@ -33,7 +33,8 @@ class Command(BaseCommand):
             counts = release_demo_node_orphans(owner=keeper.owner)
             if any(counts.values()):
                 self.stdout.write(f"pods the previous console left: {counts}")
-            get_executor()
+            executor = get_executor()
+            executor.lease_owner = keeper.owner  # its reconcile acts only under this console's lease
             thread = threading.Thread(target=run_forever, args=(stop,), name="tidepool-scheduler", daemon=True)
             thread.start()
             self.stdout.write("embedded scheduler and local executor running")
