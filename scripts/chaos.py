@@ -251,7 +251,7 @@ def submit_all(client: Client, jobs: list[dict], spread_s: float, results: dict,
                errors: list) -> None:
     """Submit `jobs` one by one over `spread_s`; a failed request is retried only once the API
     says the job does not exist (so a retry never duplicates a job that was in fact created)."""
-    rng = random.Random(client.username)
+    rng = random.Random(jobs[0]["name"] if jobs else client.username)
     gap = spread_s / max(1, len(jobs))
     for body in jobs:
         time.sleep(rng.uniform(0, 2 * gap))
@@ -279,10 +279,11 @@ def submit_all(client: Client, jobs: list[dict], spread_s: float, results: dict,
                 break
 
 
-def plan_jobs(total: int, clients: list[Client]) -> tuple[dict[str, list[dict]], set[str]]:
-    """1-GPU jobs: 95 % sleep 1-3 s and exit 0 (fault tolerance on), 5 % exit 3 (no fault tolerance)."""
+def plan_jobs(total: int, clients: list[Client]) -> tuple[list[list[dict]], set[str]]:
+    """1-GPU jobs: 95 % sleep 1-3 s and exit 0 (fault tolerance on), 5 % exit 3 (no fault tolerance).
+    Job i goes to client i mod the number of clients (several clients share a user)."""
     rng = random.Random(42)
-    per_client: dict[str, list[dict]] = {c.username: [] for c in clients}
+    per_client: list[list[dict]] = [[] for _ in clients]
     ok: set[str] = set()
     for i in range(total):
         client = clients[i % len(clients)]
@@ -291,7 +292,7 @@ def plan_jobs(total: int, clients: list[Client]) -> tuple[dict[str, list[dict]],
         name = f"chaos-{'bad' if bad else 'ok'}-{i:05d}"
         if not bad:
             ok.add(name)
-        per_client[client.username].append({
+        per_client[i % len(clients)].append({
             "name": name, "workspace": team, "quota": f"q-{team}",
             "command": f"sleep {rng.choice([1, 1, 2, 3])}" + ("; exit 3" if bad else "; exit 0"),
             "roles": [{"name": "worker", "pod_count": 1, "gpus": 1, "cpu": 1, "memory_gib": 2}],
@@ -365,8 +366,8 @@ def run(args, dir: Path) -> dict:
         sampler = Sampler(our_uids)
         sampler.start()
         started = time.monotonic()
-        threads = [threading.Thread(target=submit_all, args=(c, per_client[c.username], args.submit_seconds, accepted,
-                                                              latencies, errors), daemon=True) for c in clients]
+        threads = [threading.Thread(target=submit_all, args=(c, jobs, args.submit_seconds, accepted, latencies, errors),
+                                    daemon=True) for c, jobs in zip(clients, per_client, strict=True)]
         for thread in threads:
             thread.start()
         fault_log: list[str] = []
