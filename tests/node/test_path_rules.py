@@ -51,3 +51,18 @@ def test_the_default_checkpoint_directory_is_the_jobs_uid_never_its_id(world: Wo
     first = alice_client.post("/api/jobs/", submission(), content_type="application/json").json()
     job = Job.objects.get(pk=first["id"])
     assert job.checkpoint_dir.endswith(str(job.uid)) and f"job-{job.pk}" not in job.checkpoint_dir
+
+
+def test_the_node_derives_the_default_checkpoint_directory_from_its_own_root(world: World, alice_client: Client,
+                                                                            settings) -> None:
+    from scheduler.node.specs import checkpoint_dir_here
+
+    created = alice_client.post("/api/jobs/", submission(), content_type="application/json").json()
+    job = Job.objects.get(pk=created["id"])
+    settings.TIDEPOOL_CHECKPOINT_ROOT = "/shared/checkpoints"  # this node names the root differently
+    assert checkpoint_dir_here(job) == f"/shared/checkpoints/{job.uid}"
+    job.checkpoint_dir = str(workspace_data_root("vision") / "runs")
+    assert checkpoint_dir_here(job) == job.checkpoint_dir  # the job's own, inside its workspace root
+    job.checkpoint_dir = "/etc"  # a row written around the rules (e.g. before them): refused at launch
+    with pytest.raises(OSError, match="outside the data roots"):
+        checkpoint_dir_here(job)
