@@ -4,7 +4,9 @@
 - the worker is SIGKILLed while its pod runs; the pod exits 0 while no worker is there; the next
   worker reads the pod's exit file and the job ends Succeeded (not Failed, not restarted);
 - a warm restart (SIGTERM drains, then a new worker) leaves the node schedulable again;
-- the worker's own environment (SECRET_KEY, DATABASE_URL, REDIS_URL) never reaches a pod.
+- the worker's own environment (SECRET_KEY, DATABASE_URL, REDIS_URL) never reaches a pod;
+- a second worker started for a node whose worker is alive waits for the node's lease and touches
+  none of its pods.
 """
 
 from __future__ import annotations
@@ -129,3 +131,34 @@ def test_a_warm_worker_restart_leaves_the_node_schedulable(cluster):
     wait_for(lambda: Node.objects.get(name="node-a").last_heartbeat != before, 60, "the worker to register again")
     node = Node.objects.get(name="node-a")
     assert (node.schedulable, node.worker_drained, node.draining) == (True, False, False)
+
+
+def test_a_second_worker_for_a_running_node_waits_and_kills_nothing(cluster):
+    env, workers, tmp_path = cluster
+    user, space = team_a(gpus=2)
+    previous = set_executor(CeleryExecutor())
+    try:
+        workers["node-a"] = start_worker("node-a", env, tmp_path)
+        wait_for(lambda: Node.objects.filter(name="node-a", last_heartbeat__isnull=False).exists(), 60,
+                 "the worker to register its node")
+        job = job_submit(user=user, workspace=space, quota=space.quotas.get(), name="undisturbed",
+                         command="sleep 300", roles=[{"name": "worker", "pod_count": 1, "gpus": 2}])
+
+        def running() -> bool:
+            schedule_once()
+            return Pod.objects.filter(job=job, status=PodStatus.RUNNING).exists()
+
+        wait_for(running, 30, "the pod to run")
+        pod = Pod.objects.get(job=job)
+        second_logs = tmp_path / "second"
+        second_logs.mkdir()
+        workers["node-a-again"] = start_worker("node-a", env, second_logs)  # the same node, a second time
+        log = second_logs / "worker-node-a.log"
+        wait_for(lambda: "is run by another live worker" in log.read_text(errors="replace"), 60,
+                 "the second worker to say it waits")
+        pod.refresh_from_db()
+        assert pod.status == PodStatus.RUNNING and group_alive(pod.pid)
+        assert Job.objects.get(pk=job.pk).status == JobStatus.RUNNING
+        assert not Node.objects.get(name="node-a").lost
+    finally:
+        set_executor(previous)
