@@ -87,7 +87,24 @@ class NodeWorker:
             self._stop.wait(min(5.0, settings.TIDEPOOL_LEASE_SECONDS / 3))
         if self._stop.is_set():
             return
-        self.lease = LeaseKeeper(role, self.owner, on_lost=self._lease_lost).start()
+        keeper = LeaseKeeper(role, self.owner, on_lost=self._lease_lost).start()
+        while not self._stop.is_set():
+            try:
+                close_old_connections()
+                self._register_and_settle()
+                break
+            except Exception:
+                log.exception("node %s: registration failed; retrying", self.node_name)
+                self._stop.wait(2.0)
+        if self._stop.is_set():
+            keeper.stop(release=True)
+            return
+        self.lease = keeper  # only now: no pod starts here before the predecessor's are settled
+        self._heartbeat.start()
+        self.reconciler.start()
+        self.reconciler.wake()
+
+    def _register_and_settle(self) -> None:
         inventory = self._inventory
         node_register(
             name=self.node_name,
@@ -105,9 +122,6 @@ class NodeWorker:
         log.info("node %s registered: %s × %s (%s)", self.node_name, inventory.gpus, inventory.gpu_type,
                  inventory.source)
         self._release_orphans()
-        self._heartbeat.start()
-        self.reconciler.start()
-        self.reconciler.wake()
 
     def _lease_lost(self) -> None:
         log.error("node %s: another worker took the node over; this one stops running pods", self.node_name)
