@@ -280,7 +280,8 @@ def submit_all(client: Client, jobs: list[dict], spread_s: float, results: dict,
 
 
 def plan_jobs(total: int, clients: list[Client]) -> tuple[list[list[dict]], set[str]]:
-    """1-GPU jobs: 95 % sleep 1-3 s and exit 0 (fault tolerance on), 5 % exit 3 (no fault tolerance).
+    """1-GPU jobs: 95 % sleep 1-3 s and exit 0 (fault tolerance on), 5 % exit 3 (no fault tolerance);
+    every fifth borrows idle capacity only (idle mode `only`), so owners reclaim it.
     Job i goes to client i mod the number of clients (several clients share a user)."""
     rng = random.Random(42)
     per_client: list[list[dict]] = [[] for _ in clients]
@@ -296,7 +297,8 @@ def plan_jobs(total: int, clients: list[Client]) -> tuple[list[list[dict]], set[
             "name": name, "workspace": team, "quota": f"q-{team}",
             "command": f"sleep {rng.choice([1, 1, 2, 3])}" + ("; exit 3" if bad else "; exit 0"),
             "roles": [{"name": "worker", "pod_count": 1, "gpus": 1, "cpu": 1, "memory_gib": 2}],
-            "idle_mode": "acceptable", "fault_tolerance": not bad, "max_restarts": 20,
+            # A fifth only borrow idle capacity: the owners' jobs reclaim it (preemptions under chaos).
+            "idle_mode": "only" if i % 5 == 0 else "acceptable", "fault_tolerance": not bad, "max_restarts": 20,
         })
     return per_client, ok
 
