@@ -17,7 +17,13 @@
 | TIDEPOOL_RESTART_BACKOFF_BASE | 5 | Seconds before the first automatic restart; doubles per restart. |
 | TIDEPOOL_RESTART_BACKOFF_CAP | 300 | Upper bound of the restart backoff. |
 | TIDEPOOL_HANG_TIMEOUT | 0 | Seconds without progress report before a running job restarts (0: off). |
-| TIDEPOOL_DATA_DIR | <project>/var | Pod logs, progress files, default checkpoint directories. |
+| TIDEPOOL_DATA_DIR | <project>/var | Pod logs, progress and exit files (`pods/<job uid>/`), default code directories. |
+| TIDEPOOL_CHECKPOINT_ROOT | <TIDEPOOL_DATA_DIR>/checkpoints | Default checkpoint directories: `<root>/<job uid>` (share it between nodes). |
+| TIDEPOOL_WORKSPACE_ROOT | <TIDEPOOL_DATA_DIR>/workspaces | Workspace data roots: a job's own checkpoint_dir / code_mount / data_mount must lie in `<root>/<workspace>/`. |
+| TIDEPOOL_POD_USER | (empty: the worker's user) | User pods run as (setuid/setgid when the worker is root); `{workspace}` in it is replaced by the job's workspace, e.g. `tp-{workspace}`. |
+| TIDEPOOL_POD_ENV_ALLOW | PATH,LANG,LANGUAGE,LC_*,TZ,TERM,TMPDIR,LD_LIBRARY_PATH,CUDA_HOME,NCCL_* | Variables of the worker's environment a pod inherits (`X*`: a prefix); nothing else of it. |
+| TIDEPOOL_RECONCILE_SECONDS | 5 | How often a node worker (and the embedded executor) reconciles its pods with the database. |
+| TIDEPOOL_LEASE_SECONDS | 15 | Lease of the embedded console and of each node worker; renewed every third of it. |
 | TIDEPOOL_HTTPS | 1 when DEBUG=0 | Secure cookies, HSTS and HTTPS redirect. |
 | TIDEPOOL_METRICS_TOKEN | (empty) | `Authorization: Bearer <token>` may scrape /metrics (docs/metrics.md). |
 | TIDEPOOL_METRICS_ALLOW | 127.0.0.1/32,::1/128 | Networks that may scrape /metrics without the token. |
@@ -185,6 +191,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Tidepool's tasks are hints (node workers reconcile with the database), so no ack emulation: with
+# it, kombu 5.7 crashes the whole worker ("Unrecoverable error: 'NoneType' object has no attribute
+# 'hostname'") when Redis goes away while a message is unacknowledged.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
 # Node workers run pods under one in-process agent: threads, not forked children.
 CELERY_WORKER_POOL = "threads"
 CELERY_WORKER_CONCURRENCY = int(os.environ.get("TIDEPOOL_WORKER_CONCURRENCY", "4"))
@@ -232,6 +242,15 @@ TIDEPOOL_HANG_TIMEOUT = float(os.environ.get("TIDEPOOL_HANG_TIMEOUT", "0"))
 TIDEPOOL_METRICS_TOKEN = os.environ.get("TIDEPOOL_METRICS_TOKEN", "")
 TIDEPOOL_METRICS_ALLOW = env_list("TIDEPOOL_METRICS_ALLOW", "127.0.0.1/32,::1/128")
 TIDEPOOL_DATA_DIR = Path(os.environ.get("TIDEPOOL_DATA_DIR", str(BASE_DIR / "var")))
+# None: derived from TIDEPOOL_DATA_DIR where used (scheduler/paths.py).
+TIDEPOOL_CHECKPOINT_ROOT = Path(os.environ["TIDEPOOL_CHECKPOINT_ROOT"]) if os.environ.get("TIDEPOOL_CHECKPOINT_ROOT") else None
+TIDEPOOL_WORKSPACE_ROOT = Path(os.environ["TIDEPOOL_WORKSPACE_ROOT"]) if os.environ.get("TIDEPOOL_WORKSPACE_ROOT") else None
+TIDEPOOL_POD_USER = os.environ.get("TIDEPOOL_POD_USER", "").strip()
+TIDEPOOL_POD_ENV_ALLOW = env_list(
+    "TIDEPOOL_POD_ENV_ALLOW", "PATH,LANG,LANGUAGE,LC_*,TZ,TERM,TMPDIR,LD_LIBRARY_PATH,CUDA_HOME,NCCL_*"
+)
+TIDEPOOL_RECONCILE_SECONDS = float(os.environ.get("TIDEPOOL_RECONCILE_SECONDS", "5"))
+TIDEPOOL_LEASE_SECONDS = float(os.environ.get("TIDEPOOL_LEASE_SECONDS", "15"))
 
 
 def env_int(name: str) -> int | None:

@@ -19,6 +19,7 @@ from django.core.exceptions import ValidationError
 from django.forms import BaseFormSet, formset_factory
 
 from scheduler.models import GRACE_SECONDS_MAX, IdleMode, Job, JobType, ResourceQuota, ResourceType, Workspace
+from scheduler.paths import default_checkpoint_dir
 from scheduler.selectors import QuotaChoice, gpu_models_by_pool, quota_choices, user_workspaces
 from scheduler.services.jobs import NAME_PATTERN
 from scheduler.services.quotas import pool_share_per_gpu
@@ -211,7 +212,7 @@ class JobSubmitForm(forms.Form):
             "max_restarts": job.max_restarts,
             "grace_seconds": job.grace_seconds,
             # A clone writes its own checkpoints unless the original chose a directory on purpose.
-            "checkpoint_dir": "" if job.checkpoint_dir.endswith(f"job-{job.pk}") else job.checkpoint_dir,
+            "checkpoint_dir": "" if job.checkpoint_dir == str(default_checkpoint_dir(job)) else job.checkpoint_dir,
         }
 
 

@@ -7,6 +7,7 @@ services, which validate before they write.
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from decimal import Decimal
 
@@ -139,6 +140,9 @@ class Node(models.Model):
     schedulable = models.BooleanField(default=True, help_text="Off: cordoned, nothing new is placed here.")
     draining = models.BooleanField(default=False)
     lost = models.BooleanField(default=False)
+    worker_drained = models.BooleanField(
+        default=False, help_text="Cordoned by its own worker's drain: re-registering uncordons it."
+    )
     last_heartbeat = models.DateTimeField(null=True, blank=True)
     inventory_source = models.CharField(
         max_length=16, choices=InventorySource.choices, default=InventorySource.DECLARED
@@ -164,6 +168,9 @@ class Node(models.Model):
 
 class Job(models.Model):
     name = models.SlugField(max_length=100)
+    # Names the job's directories (scheduler/paths.py) and its processes: unlike the id, never
+    # reused, even after a database reset.
+    uid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="jobs")
     quota = models.ForeignKey(ResourceQuota, on_delete=models.PROTECT, related_name="jobs")
     owner = models.ForeignKey(
@@ -206,6 +213,9 @@ class Job(models.Model):
     nominated_nodes = models.JSONField(null=True, blank=True, help_text="Reservation while victims exit.")
     restart_after = models.DateTimeField(null=True, blank=True)
     stop_outcome = models.CharField(max_length=16, blank=True)
+    start_failures = models.PositiveIntegerField(
+        default=0, help_text="Attempts requeued because a pod never started (no restart used)."
+    )
     progress = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -329,6 +339,19 @@ class Pod(models.Model):
     @property
     def is_live(self) -> bool:
         return self.status in LIVE_POD_STATUSES
+
+
+class InstanceLease(models.Model):
+    """One live process per role (the embedded console, a node's worker): owner id + expiry,
+    renewed by the owner's heartbeat (scheduler/services/leases.py)."""
+
+    role = models.CharField(max_length=100, unique=True)
+    owner = models.CharField(max_length=200)
+    expires_at = models.DateTimeField()
+    renewed_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.owner}"
 
 
 class JobEvent(models.Model):

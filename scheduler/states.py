@@ -57,6 +57,7 @@ class PodOutcome(StrEnum):
     FAILED = "failed"
     PREEMPTED = "preempted"  # its capacity was taken back (reclaim, drain, shutdown): not a failure
     STOPPED = "stopped"  # a person stopped it, or its maximum running time passed
+    NOT_STARTED = "not-started"  # a pod of the attempt never started: the job is requeued (Job.stop_outcome)
 
 
 POD_STATUS_OF_OUTCOME = {
@@ -80,6 +81,7 @@ class EventKind(StrEnum):
     STOPPED = "stopped"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    POD_FAILED = "pod-failed"
     ATTEMPT_FAILED = "attempt-failed"  # a pod failed, a node was lost or the job hung
     RESTARTING = "restarting"  # automatic restart after a backoff
     NOT_RESTARTED = "not-restarted"  # stays Preempted: fault tolerance off or no restarts left

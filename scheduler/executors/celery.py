@@ -31,16 +31,31 @@ def node_queue(node_name: str) -> str:
 
 
 class CeleryExecutor:
+    """Both messages are hints: each node worker reconciles its pods with the database on a short
+    period (scheduler/node/reconcile.py), so a message that cannot be sent (broker down) is logged
+    and dropped, never raised into the caller's after-commit hook. The rest of a batch is skipped
+    after the first failure: the broker is down for them too."""
+
     def launch(self, launches: list[tuple[Job, list[Pod]]]) -> None:
-        for _job, pods in launches:
-            for pod in pods:
+        pods = [pod for _job, job_pods in launches for pod in job_pods]
+        for sent, pod in enumerate(pods):
+            try:
                 current_app.send_task(RUN_POD_TASK, kwargs={"pod_id": pod.pk, "attempt": pod.attempt},
                                       queue=node_queue(pod.node.name))
+            except Exception as error:
+                log.warning("could not send %d pod start(s) (%s): the nodes' reconcile will start them",
+                            len(pods) - sent, error)
+                return
 
     def terminate(self, refs: list[PodRef], *, grace_s: float, outcome: str) -> None:
-        for pod_id, attempt, node_name in refs:
-            current_app.control.broadcast(
-                TERMINATE_COMMAND,
-                arguments={"node": node_name, "pod_id": pod_id, "attempt": attempt, "grace_s": grace_s,
-                           "outcome": outcome},
-            )
+        for sent, (pod_id, attempt, node_name) in enumerate(refs):
+            try:
+                current_app.control.broadcast(
+                    TERMINATE_COMMAND,
+                    arguments={"node": node_name, "pod_id": pod_id, "attempt": attempt, "grace_s": grace_s,
+                               "outcome": outcome},
+                )
+            except Exception as error:
+                log.warning("could not send %d termination(s) (%s): the nodes' reconcile will signal them",
+                            len(refs) - sent, error)
+                return

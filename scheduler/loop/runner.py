@@ -52,4 +52,4 @@ def run_forever(stop: threading.Event, interval: float | None = None) -> None:
     finally:
         lock.release()
         if listener is not None:
-            listener.close()
+            listener.stop()

@@ -15,7 +15,7 @@ from scheduler.models import Job, Pod
 from scheduler.node.runtime.process import PodSupervisor, TerminateResult
 from scheduler.node.runtime.progress import read_progress
 from scheduler.node.specs import master_address, pod_progress_path, pod_spec
-from scheduler.services.lifecycle import job_progress, pod_exited, pod_running
+from scheduler.services.lifecycle import job_progress, pod_exited, pod_never_started, pod_running
 from scheduler.states import PodOutcome
 
 log = logging.getLogger("tidepool.agent")
@@ -37,12 +37,14 @@ class PodAgent:
 
     def start(self, job: Job, pod: Pod, *, world_size: int, master_addr: str) -> None:
         """Launch one pod and report it Running (or Failed if it cannot start)."""
-        spec = pod_spec(pod, job, world_size=world_size, master_addr=master_addr)
         try:
+            spec = pod_spec(pod, job, world_size=world_size, master_addr=master_addr)
             started = self.supervisor.start(spec)
-        except (OSError, RuntimeError) as error:
-            pod_exited(pod_id=pod.pk, attempt=pod.attempt, exit_code=None, outcome=PodOutcome.FAILED,
-                       reason=f"could not start: {error}")
+        except RuntimeError:  # shut down: the pod stays Pending for whoever runs the node next
+            return
+        except OSError as error:  # never started: the job is requeued, no restart used
+            log.warning("pod %s attempt %s could not start: %s", pod.pk, pod.attempt, error)
+            pod_never_started(pod_id=pod.pk, attempt=pod.attempt, reason=f"could not start: {error}")
             return
         if not started:
             return
@@ -65,6 +67,10 @@ class PodAgent:
             # fenced now, so report it gone ourselves.
             pod_exited(pod_id=pod_id, attempt=attempt, exit_code=None, outcome=outcome,
                        reason=f"{outcome} before it started")
+
+    def report_exit(self, pod_id: int, attempt: int, exit_code: int | None, outcome: str, reason: str) -> bool:
+        """Write an exit the supervisor did not report (a predecessor's pod, a lost report)."""
+        return pod_exited(pod_id=pod_id, attempt=attempt, exit_code=exit_code, outcome=outcome, reason=reason)
 
     def _exited(self, pod_id: int, attempt: int, exit_code: int, outcome: str) -> None:
         with self._lock:

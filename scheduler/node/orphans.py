@@ -1,9 +1,19 @@
 """Pods left behind by a node process that died (a killed console or node worker).
 
-Pods run in sessions of their own, so they outlive the process that supervised them. When that
-process starts again it kills them (a pod nobody supervises could train twice into the same
-checkpoint directory, on GPUs the scheduler thinks are free) and records them failed, so their
-jobs restart under their fault-tolerance settings.
+Pods run in sessions of their own, so they outlive the process that supervised them, and each
+pod's shell writes its exit status to an exit file when its command ends (runtime/sandbox.py).
+The next process that runs the node, once it holds the node's lease (services/leases.py: so a
+second live process never gets here), settles every pod the database still calls live there:
+
+| what it finds | what it records |
+|---|---|
+| an exit file | the exit it holds: 0 → Succeeded, else Failed (or the outcome asked for, if a stop or preemption was) |
+| a live process (its group leader carries the job's uid, pod id and attempt) | kills the group (SIGKILL) and fails the pod, "<node>'s worker restarted": nobody can report its exit, and two copies must never train at once |
+| neither, pod Running | Failed: the process is gone without an exit status |
+| neither, pod Pending | nothing: it never started; the reconcile starts it |
+
+Pods that already ended in the database (e.g. failed as "node lost" while the worker was down)
+but whose process still lives are killed too.
 """
 
 from __future__ import annotations
@@ -11,60 +21,90 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
 from datetime import timedelta
-from pathlib import Path
 
 from django.db.models import Q
 from django.utils import timezone
 
 from scheduler.models import Node, Pod
-from scheduler.services.lifecycle import node_mark_lost
-from scheduler.states import LIVE_POD_STATUSES
+from scheduler.node.runtime.process import live_group_members
+from scheduler.node.runtime.sandbox import find_pod_processes, read_exit_file
+from scheduler.paths import pod_exit_path
+from scheduler.services.leases import EMBEDDED_CONSOLE, lease_held
+from scheduler.services.lifecycle import pod_exited
+from scheduler.states import LIVE_POD_STATUSES, PodOutcome, PodStatus
 
 log = logging.getLogger("tidepool.orphans")
 
-# Pods that ended (in the database) this recently may still have a process: e.g. failed as
-# "node lost" while their worker was down.
+# Pods that ended (in the database) this recently may still have a process.
 RECENT = timedelta(days=7)
+KILL_WAIT_S = 10.0
 
 
-def kill_orphan(pod: Pod) -> bool:
-    """SIGKILL the pod's process group if it is still that pod's process.
-
-    The recorded pid is checked against the process's environment (pod id and attempt), so a
-    recycled pid is never hit.
-    """
-    if not pod.pid:
-        return False
+def kill_group(pgid: int) -> None:
+    """SIGKILL a whole process group and wait (bounded) until nothing of it is left."""
     try:
-        environ = Path(f"/proc/{pod.pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    if f"TIDEPOOL_POD_ID={pod.pk}".encode() not in environ or f"TIDEPOOL_ATTEMPT={pod.attempt}".encode() not in environ:
-        return False
-    try:
-        os.killpg(pod.pid, signal.SIGKILL)
+        os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        return False
-    log.warning("killed pod %s attempt %s (process group %s): its supervisor had died", pod.pk, pod.attempt, pod.pid)
-    return True
+        return
+    deadline = time.monotonic() + KILL_WAIT_S
+    while live_group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
-def release_orphaned_pods(*, node: Node, reason: str) -> int:
-    """At the start of the process that runs `node`'s pods: kill what the previous one left and fail
-    its live pods with `reason`. Returns how many pods were failed."""
+def exit_from_file(pod: Pod) -> tuple[int, str] | None:
+    code = read_exit_file(str(pod_exit_path(pod)))
+    if code is None:
+        return None
+    return code, PodOutcome.SUCCEEDED if code == 0 else PodOutcome.FAILED
+
+
+def release_orphaned_pods(*, node: Node, reason: str, owner: str, role: str) -> dict[str, int]:
+    """At the start of the process that runs `node`'s pods, holding lease `role` as `owner`:
+    settle what the previous one left (table above). Returns counts per case.
+
+    Refuses (ValueError) without the lease: only the node's one live process may kill its pods.
+    """
+    if not lease_held(role=role, owner=owner):
+        raise ValueError(f"lease {role} is not held by {owner}: another process runs node {node.name}")
     recent = Q(status__in=LIVE_POD_STATUSES) | Q(finished_at__gte=timezone.now() - RECENT)
-    for pod in Pod.objects.filter(recent, node=node, pid__isnull=False):
-        kill_orphan(pod)
-    live = Pod.objects.filter(node=node, status__in=LIVE_POD_STATUSES).count()
-    if live:
-        node_mark_lost(node=node, reason=reason)
-        Node.objects.filter(pk=node.pk).update(lost=False)  # the node itself is back
-    return live
+    pods = list(Pod.objects.filter(recent, node=node).select_related("job", "job__workspace"))
+    alive = find_pod_processes({(pod.pk, pod.attempt): str(pod.job.uid) for pod in pods})
+    counts = {"exit_file": 0, "killed": 0, "gone": 0, "never_started": 0}
+    for pod in pods:
+        pgid = alive.get((pod.pk, pod.attempt))
+        if pgid is not None:
+            log.warning("node %s: killing pod %s attempt %s (process group %s): its supervisor died",
+                        node.name, pod.pk, pod.attempt, pgid)
+            kill_group(pgid)
+        if pod.status not in LIVE_POD_STATUSES:
+            continue
+        exited = exit_from_file(pod)
+        if exited is not None:
+            code, outcome = exited
+            pod_exited(pod_id=pod.pk, attempt=pod.attempt, exit_code=code, outcome=outcome,
+                       reason=f"exit code {code} (read back from its exit file: {reason})")
+            counts["exit_file"] += 1
+        elif pgid is not None:
+            pod_exited(pod_id=pod.pk, attempt=pod.attempt, exit_code=None, outcome=PodOutcome.FAILED, reason=reason)
+            counts["killed"] += 1
+        elif pod.status == PodStatus.RUNNING:
+            pod_exited(pod_id=pod.pk, attempt=pod.attempt, exit_code=None, outcome=PodOutcome.FAILED,
+                       reason=f"{reason}: the pod's process was gone without an exit status")
+            counts["gone"] += 1
+        else:
+            counts["never_started"] += 1
+    return counts
 
 
-def release_demo_node_orphans() -> None:
-    """The embedded console (re)starts: pods of its demo nodes that a previous console left are
-    killed and failed as 'console process restarted'."""
+def release_demo_node_orphans(*, owner: str) -> dict[str, int]:
+    """The embedded console (re)starts, holding the console lease: settle the pods a previous
+    console left on the demo nodes."""
+    total: dict[str, int] = {}
     for node in Node.objects.filter(inventory_source=Node.InventorySource.DEMO):
-        release_orphaned_pods(node=node, reason=f"node {node.name} lost: the console process restarted")
+        counts = release_orphaned_pods(node=node, reason="the console process restarted", owner=owner,
+                                       role=EMBEDDED_CONSOLE)
+        for key, value in counts.items():
+            total[key] = total.get(key, 0) + value
+    return total

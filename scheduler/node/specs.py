@@ -1,23 +1,50 @@
-"""From a Pod row to the runtime's PodSpec: paths, rank, master address, environment."""
+"""From a Pod row to the runtime's PodSpec: paths, rank, master address, user, environment."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 from django.conf import settings
 
 from scheduler.models import Job, Pod
 from scheduler.node.runtime.process import PodSpec
-from scheduler.paths import pod_log_path, pod_progress_path
+from scheduler.paths import (
+    default_checkpoint_dir,
+    default_workdir,
+    is_inside,
+    pod_dir,
+    pod_exit_path,
+    pod_log_path,
+    pod_progress_path,
+    pod_user_name,
+    root_of,
+    workspace_data_root,
+)
 
 MASTER_PORT_BASE = 29500
 
 
+def checkpoint_dir_here(job: Job) -> str:
+    """The job's checkpoint directory on this node: its own (inside its workspace's data root), or
+    the default one, derived here from TIDEPOOL_CHECKPOINT_ROOT and the job's uid (the console that
+    stored the path may name the root differently; the last component is the uid either way)."""
+    own = job.checkpoint_dir
+    if own and is_inside(own, workspace_data_root(job.workspace.name)):
+        return own
+    if not own or os.path.basename(os.path.normpath(own)) == str(job.uid):
+        return str(default_checkpoint_dir(job))
+    raise OSError(f"checkpoint directory {own} is outside the data roots this job may use")
+
+
 def pod_spec(pod: Pod, job: Job, *, world_size: int, master_addr: str) -> PodSpec:
-    workdir = job.code_mount or str(Path(settings.TIDEPOOL_DATA_DIR) / "pods" / f"job-{job.pk}" / "work")
+    """Raises OSError when one of the job's directories lies outside the roots it may use."""
+    workdir = job.code_mount or str(default_workdir(job))
+    checkpoint_dir = checkpoint_dir_here(job)
     env = dict(job.environment or {})
     if job.data_mount:
         env.setdefault("TIDEPOOL_DATA_DIR", job.data_mount)
+    attempt_dir = pod_dir(job, pod.attempt)
+    dirs = tuple((str(root_of(job, path)), str(path)) for path in (attempt_dir, workdir, checkpoint_dir))
     return PodSpec(
         pod_id=pod.pk,
         job_id=job.pk,
@@ -29,11 +56,16 @@ def pod_spec(pod: Pod, job: Job, *, world_size: int, master_addr: str) -> PodSpe
         world_size=world_size,
         master_addr=master_addr,
         master_port=MASTER_PORT_BASE + job.pk % 10000,
-        checkpoint_dir=job.checkpoint_dir,
+        checkpoint_dir=checkpoint_dir,
         restart_count=job.restart_count,
         workdir=workdir,
         log_path=str(pod_log_path(pod)),
         progress_path=str(pod_progress_path(pod)),
+        job_uid=str(job.uid),
+        exit_path=str(pod_exit_path(pod)),
+        user=pod_user_name(job),
+        dirs=dirs,
+        env_allow=tuple(settings.TIDEPOOL_POD_ENV_ALLOW),
     )
 
 

@@ -12,7 +12,8 @@ from scheduler.executors.celery import RUN_POD_TASK
 from scheduler.node.worker import current_agent
 
 
-@shared_task(name=RUN_POD_TASK, acks_late=True)
+@shared_task(name=RUN_POD_TASK, acks_late=False)
 def run_pod(*, pod_id: int, attempt: int) -> str:
-    """Start one pod attempt on this node. Returns at once; the agent reports its exit later."""
+    """A hint to start one pod attempt on this node now. Returns at once; the agent reports its
+    exit later. Acknowledged on receipt: a lost one only waits for the node's reconcile."""
     return current_agent().start_pod(pod_id=pod_id, attempt=attempt)

@@ -2,9 +2,12 @@
 or from TIDEPOOL_NODE_NAME). Tasks run in threads (CELERY_WORKER_POOL=threads) so that the pods,
 the heartbeat and the remote-control command share one process and one PodAgent.
 
-At start it registers its node (GPUs detected with NVML where present, otherwise declared by
-TIDEPOOL_NODE_GPU_TYPE / TIDEPOOL_NODE_GPUS / TIDEPOOL_NODE_CPU / TIDEPOOL_NODE_MEMORY_GIB), then
-heartbeats every TIDEPOOL_HEARTBEAT_SECONDS; pods run as process groups under a PodAgent. On a
+At start it takes the node's lease (one live worker per node: a second one waits), registers
+its node (GPUs detected with NVML where present, otherwise declared by TIDEPOOL_NODE_GPU_TYPE /
+TIDEPOOL_NODE_GPUS / TIDEPOOL_NODE_CPU / TIDEPOOL_NODE_MEMORY_GIB), settles the pods a dead
+predecessor left (orphans.py), then heartbeats every TIDEPOOL_HEARTBEAT_SECONDS and reconciles
+its pods with the database every TIDEPOOL_RECONCILE_SECONDS (reconcile.py): start tasks and
+terminate commands are hints that wake the reconcile. Pods run as process groups under a PodAgent. On a
 warm shutdown it drains: the node is cordoned, its jobs are preempted (SIGTERM, grace period) and
 restart elsewhere from their checkpoints. Pod logs stay on the node: the console and the API read
 them through the `tidepool_read_pod_log` control command (scheduler/executors/logs.py).
@@ -25,6 +28,7 @@ from scheduler.models import Node, Pod
 from scheduler.node.agent import PodAgent
 from scheduler.node.logs import serve_pod_log
 from scheduler.node.orphans import release_orphaned_pods
+from scheduler.node.reconcile import ReconcileLoop
 from scheduler.node.runtime.gpus import (
     declared_inventory,
     detect_gpus,
@@ -34,6 +38,7 @@ from scheduler.node.runtime.gpus import (
 )
 from scheduler.node.specs import master_address
 from scheduler.services.gpu_samples import gpu_samples_record
+from scheduler.services.leases import LeaseKeeper, lease_acquire, node_role, this_owner
 from scheduler.services.nodes import node_drain, node_heartbeat, node_register
 from scheduler.states import LIVE_POD_STATUSES
 
@@ -44,8 +49,17 @@ class NodeWorker:
     def __init__(self, node_name: str) -> None:
         self.node_name = node_name
         self.agent = PodAgent()
+        self.owner = this_owner()
+        self.lease: LeaseKeeper | None = None
+        self.reconciler = ReconcileLoop(self.agent, lambda: [self.node_name], settings.TIDEPOOL_RECONCILE_SECONDS)
         self._stop = threading.Event()
         self._heartbeat = threading.Thread(target=self._beat, name="tidepool-heartbeat", daemon=True)
+        self._starter = threading.Thread(target=self._take_over, name="tidepool-takeover", daemon=True)
+
+    @property
+    def active(self) -> bool:
+        """This worker holds the node's lease: it runs the node's pods."""
+        return self.lease is not None and not self._stop.is_set()
 
     def register(self) -> None:
         inventory = None if settings.TIDEPOOL_NODE_GPUS is not None else detect_gpus()
@@ -53,9 +67,52 @@ class NodeWorker:
             inventory = declared_inventory(
                 settings.TIDEPOOL_NODE_GPU_TYPE,
                 settings.TIDEPOOL_NODE_GPUS or 0,
-                settings.TIDEPOOL_NODE_CPU or host_cpu(),
-                settings.TIDEPOOL_NODE_MEMORY_GIB or host_memory_gib(),
+                settings.TIDEPOOL_NODE_CPU if settings.TIDEPOOL_NODE_CPU is not None else host_cpu(),
+                settings.TIDEPOOL_NODE_MEMORY_GIB if settings.TIDEPOOL_NODE_MEMORY_GIB is not None else host_memory_gib(),
             )
+        self._inventory = inventory
+        self._starter.start()
+
+    def _take_over(self) -> None:
+        """Wait for the node's lease (a live worker of the same node keeps it), then register the
+        node, settle what a dead predecessor left, and start heartbeats and the reconcile loop."""
+        role = node_role(self.node_name)
+        announced = False
+        while not self._stop.is_set():
+            try:
+                close_old_connections()
+                acquired, lease = lease_acquire(role=role, owner=self.owner)
+            except Exception:
+                log.exception("node %s: could not reach the database for its lease; retrying", self.node_name)
+                acquired, lease = False, None
+            if acquired:
+                break
+            if lease is not None and not announced:
+                log.warning("node %s is run by another live worker (%s, lease until %s): waiting", self.node_name,
+                            lease.owner, lease.expires_at.isoformat())
+                announced = True
+            self._stop.wait(min(5.0, settings.TIDEPOOL_LEASE_SECONDS / 3))
+        if self._stop.is_set():
+            return
+        keeper = LeaseKeeper(role, self.owner, on_lost=self._lease_lost).start()
+        while not self._stop.is_set():
+            try:
+                close_old_connections()
+                self._register_and_settle()
+                break
+            except Exception:
+                log.exception("node %s: registration failed; retrying", self.node_name)
+                self._stop.wait(2.0)
+        if self._stop.is_set():
+            keeper.stop(release=True)
+            return
+        self.lease = keeper  # only now: no pod starts here before the predecessor's are settled
+        self._heartbeat.start()
+        self.reconciler.start()
+        self.reconciler.wake()
+
+    def _register_and_settle(self) -> None:
+        inventory = self._inventory
         node_register(
             name=self.node_name,
             resource_type=settings.TIDEPOOL_NODE_RESOURCE_TYPE,
@@ -72,15 +129,19 @@ class NodeWorker:
         log.info("node %s registered: %s × %s (%s)", self.node_name, inventory.gpus, inventory.gpu_type,
                  inventory.source)
         self._release_orphans()
-        self._heartbeat.start()
+
+    def _lease_lost(self) -> None:
+        log.error("node %s: another worker took the node over; this one stops running pods", self.node_name)
+        self.reconciler.stop()
+        self.lease = None
 
     def _release_orphans(self) -> None:
-        """Pods a previous worker of this node left running (it was killed): kill them, fail them."""
+        """Pods a previous worker of this node left (it was killed): settle them (orphans.py)."""
         node = Node.objects.get(name=self.node_name)
-        failed = release_orphaned_pods(node=node, reason=f"node {self.node_name}'s worker restarted")
-        if failed:
-            log.warning("node %s: %d pod(s) of the previous worker failed; their jobs restart", self.node_name,
-                        failed)
+        counts = release_orphaned_pods(node=node, reason=f"node {self.node_name}'s worker restarted",
+                                       owner=self.owner, role=node_role(self.node_name))
+        if any(counts.values()):
+            log.warning("node %s: pods of the previous worker: %s", self.node_name, counts)
 
     def _beat(self) -> None:
         while not self._stop.wait(settings.TIDEPOOL_HEARTBEAT_SECONDS):
@@ -93,8 +154,12 @@ class NodeWorker:
                 log.exception("heartbeat of node %s failed", self.node_name)
 
     def start_pod(self, *, pod_id: int, attempt: int) -> str:
+        """The start task: a hint. Starts the pod now if the database still wants it; the
+        reconcile loop would start it within TIDEPOOL_RECONCILE_SECONDS anyway."""
+        if not self.active:
+            return "not running this node yet"
         close_old_connections()
-        pod = Pod.objects.select_related("job", "node").filter(pk=pod_id).first()
+        pod = Pod.objects.select_related("job", "job__workspace", "node").filter(pk=pod_id).first()
         if pod is None or pod.attempt != attempt or pod.status not in LIVE_POD_STATUSES or pod.terminate_requested:
             return "stale"  # superseded or terminated while the start was queued
         if pod.node is None or pod.node.name != self.node_name:
@@ -103,16 +168,25 @@ class NodeWorker:
         self.agent.start(pod.job, pod, world_size=len(siblings), master_addr=master_address(siblings))
         return "started"
 
+    def terminate(self, pod_id: int, attempt: int, *, grace_s: float, outcome: str) -> None:
+        if self.active:
+            self.agent.terminate(pod_id, attempt, grace_s=grace_s, outcome=outcome)
+            self.reconciler.wake()
+
     def drain(self) -> None:
         self._stop.set()
+        self.reconciler.stop()
+        if self.lease is None:
+            return  # never ran the node (another worker does): touch nothing
         try:
             close_old_connections()
             node = Node.objects.filter(name=self.node_name).first()
             if node is not None:
-                node_drain(node=node)
+                node_drain(node=node, by_worker=True)
         except Exception:
             log.exception("could not drain node %s", self.node_name)
         self.agent.shutdown(settings.TIDEPOOL_GRACE_SECONDS)
+        self.lease.stop(release=True)
 
 
 _worker: NodeWorker | None = None
@@ -163,7 +237,7 @@ def tidepool_terminate_pod(state, node: str, pod_id: int, attempt: int, grace_s:
     if _worker is None or _worker.node_name != node:
         return {"skipped": "not this node"}
     threading.Thread(
-        target=_worker.agent.terminate, args=(pod_id, attempt), kwargs={"grace_s": grace_s, "outcome": outcome},
+        target=_worker.terminate, args=(pod_id, attempt), kwargs={"grace_s": grace_s, "outcome": outcome},
         daemon=True,
     ).start()
     return {"ok": "terminating"}

@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -18,6 +17,7 @@ from scheduler.engine.quota import effective_min
 from scheduler.engine.resources import amount_in_units, unit_name, vector
 from scheduler.engine_rows import engine_nodes_of_pool, engine_quota, role_pods
 from scheduler.models import GRACE_SECONDS_MAX, IdleMode, Job, JobRole, JobType, ResourceQuota, Workspace
+from scheduler.paths import clean_user_path, default_checkpoint_dir
 from scheduler.publish import publish_jobs_changed_on_commit, wake_scheduler_on_commit
 from scheduler.selectors import user_can_use_workspace
 from scheduler.services.events import job_event
@@ -230,6 +230,10 @@ def job_submit(
     role_rows = clean_roles(roles)
     check_fits_pool(quota=quota, roles=role_rows)
     check_fits_quota(quota=quota, roles=role_rows, idle_mode=idle_mode)
+    # Path rules (scheduler/paths.py): a job's own directories lie in its workspace's data root.
+    data_mount = clean_user_path(data_mount, workspace_name=workspace.name, field="data_mount")
+    code_mount = clean_user_path(code_mount, workspace_name=workspace.name, field="code_mount")
+    checkpoint_dir = clean_user_path(checkpoint_dir, workspace_name=workspace.name, field="checkpoint_dir")
 
     now = timezone.now()
     job = Job.objects.create(
@@ -254,7 +258,7 @@ def job_submit(
         queue_time=now,
     )
     if not job.checkpoint_dir:
-        job.checkpoint_dir = str(settings.TIDEPOOL_DATA_DIR / "checkpoints" / f"job-{job.pk}")
+        job.checkpoint_dir = str(default_checkpoint_dir(job))
         job.save(update_fields=["checkpoint_dir"])
     for role in role_rows:
         role.job = job

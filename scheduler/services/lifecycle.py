@@ -273,6 +273,9 @@ def pod_exited(*, pod_id: int, attempt: int, exit_code: int | None, outcome: str
     pod.finished_at = timezone.now()
     pod.save(update_fields=["status", "exit_code", "reason", "finished_at"])
     label = f"{pod.role}-{pod.index}"
+    if job.stop_outcome == NOT_STARTED:  # the attempt is being requeued: a pod of it never started
+        _settle_never_started(job)
+        return True
     if outcome == PodOutcome.PREEMPTED and not pod.terminate_requested and job.attempt == attempt and (
         job.status in STARTED_JOB_STATUSES
     ):
@@ -280,7 +283,7 @@ def pod_exited(*, pod_id: int, attempt: int, exit_code: int | None, outcome: str
         where = f"node {pod.node.name}" if pod.node else "its node"
         job_preempt(job=job, reason=f"{where} shut down: pod {label} preempted", kind=JobPreemption.Kind.SHUTDOWN)
     if outcome == PodOutcome.FAILED:
-        job_event(job, "pod-failed", f"pod {label} failed: {pod.reason}")
+        job_event(job, EventKind.POD_FAILED, f"pod {label} failed: {pod.reason}")
         job_fail_attempt(job=job, reason=f"pod {label} failed: {pod.reason}")
     _settle(job)
     return True
@@ -336,13 +339,17 @@ def node_mark_lost(*, node: Node, reason: str | None = None) -> None:
     jobs = {job.pk: job for job in Job.objects.select_for_update().filter(pk__in=job_ids).order_by("pk")}
     pods = list(Pod.objects.select_for_update().filter(node=node, status__in=LIVE_POD_STATUSES))
     now = timezone.now()
+    started_jobs = {pod.job_id for pod in pods if pod.status != PodStatus.PENDING}
     for pod in pods:
-        pod.status = PodStatus.FAILED
-        pod.reason = reason
+        never_started = pod.status == PodStatus.PENDING
+        pod.status = PodStatus.STOPPED if never_started else PodStatus.FAILED
+        pod.reason = f"never started: {reason}" if never_started else reason
         pod.finished_at = now
         pod.save(update_fields=["status", "reason", "finished_at"])
     for job in jobs.values():
         job_event(job, "node-lost", reason)
+        if job.pk not in started_jobs and job_requeue_never_started(job=job, reason=f"{reason} before its pods started"):
+            continue
         if job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
             job_fail_attempt(job=job, reason=reason)
         _settle(job)
@@ -366,3 +373,67 @@ def restarts_due(*, now: datetime) -> int:
         publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
         count += 1
     return count
+
+
+# -- Pods that never started (the node side could not launch them, or their node was lost
+# first): never a failure. The attempt's other pods are stopped and the job goes back to the
+# queue with its queue time, no restart used, after a short backoff that doubles per consecutive
+# start failure (so a node that cannot launch anything is not hammered).
+
+NOT_STARTED = PodOutcome.NOT_STARTED  # Job.stop_outcome while such an attempt is being requeued
+
+
+def start_failure_backoff(job: Job) -> timedelta:
+    seconds = settings.TIDEPOOL_RESTART_BACKOFF_BASE * (2 ** min(job.start_failures, 16))
+    return timedelta(seconds=min(seconds, settings.TIDEPOOL_RESTART_BACKOFF_CAP))
+
+
+@transaction.atomic
+def pod_never_started(*, pod_id: int, attempt: int, reason: str) -> bool:
+    """A node reports it could not launch this pod: the pod is Stopped, its job requeued."""
+    job, pod = _lock_job_then_pod(pod_id)
+    if pod is None or pod.attempt != attempt or pod.status != PodStatus.PENDING:
+        return False
+    pod.status = PodStatus.STOPPED
+    pod.reason = f"never started: {reason}"[:300]
+    pod.finished_at = timezone.now()
+    pod.save(update_fields=["status", "reason", "finished_at"])
+    if not job_requeue_never_started(job=job, reason=f"pod {pod.role}-{pod.index} never started: {reason}"):
+        _settle(job)  # the job had moved on (stopped, preempted): settle it as usual
+    return True
+
+
+def job_requeue_never_started(*, job: Job, reason: str) -> bool:
+    """Requeue the job's current attempt because a pod of it never started. False when the job
+    is not running that attempt any more (stopped, preempted, failing: their rules apply)."""
+    if job.status not in (JobStatus.ENV_PREPARING, JobStatus.RUNNING) or job.stop_outcome not in ("", NOT_STARTED):
+        return False
+    if job.stop_outcome != NOT_STARTED:
+        job.stop_outcome = NOT_STARTED
+        job.waiting_reason = reason[:500]
+        job.save(update_fields=["stop_outcome", "waiting_reason", "updated_at"])
+        job_event(job, EventKind.ATTEMPT_FAILED, f"{reason}: requeued (no restart used)"[:500])
+        pods = _live_pods(job)
+        _request_termination(pods, PodOutcome.STOPPED)
+        signal_pods_on_commit(pods, grace_s=grace_seconds(job), outcome=PodOutcome.STOPPED)
+    _settle_never_started(job)
+    return True
+
+
+def _settle_never_started(job: Job) -> None:
+    """Once no pod of the attempt is live: Queuing again, same queue time, restart_count unchanged."""
+    if job.pods.filter(status__in=LIVE_POD_STATUSES).exists():
+        publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
+        return
+    delay = start_failure_backoff(job)
+    job.status = JobStatus.QUEUING
+    job.start_failures += 1
+    job.restart_after = timezone.now() + delay
+    job.in_quota = None
+    job.nominated_nodes = None
+    job.stop_outcome = ""
+    job.save()
+    job_event(job, EventKind.QUEUED, f"queuing again in {delay.total_seconds():.0f} s; queue time kept, no restart used")
+    publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
+    publish_cluster_change_on_commit()
+    wake_scheduler_on_commit()

@@ -70,6 +70,9 @@ def node_register(
         node.last_heartbeat = timezone.now()
         node.lost = False
         node.draining = False
+        if node.worker_drained:  # cordoned only by its own worker's drain: back in service
+            node.schedulable = True
+            node.worker_drained = False
     node.save()
     publish_cluster_change_on_commit()
     return node
@@ -92,20 +95,26 @@ def node_set_schedulable(*, node: Node, schedulable: bool) -> Node:
     """Cordon (False) or uncordon (True): running pods stay, nothing new is placed."""
     node = Node.objects.select_for_update().get(pk=node.pk)
     node.schedulable = schedulable
+    node.worker_drained = False  # a person decided: a worker's re-registration keeps it
     if schedulable:
         node.draining = False
-    node.save(update_fields=["schedulable", "draining"])
+    node.save(update_fields=["schedulable", "draining", "worker_drained"])
     publish_cluster_change_on_commit()
     return node
 
 
 @transaction.atomic
-def node_drain(*, node: Node) -> Node:
-    """Cordon the node and restart its jobs elsewhere (their pods get SIGTERM and a grace period)."""
+def node_drain(*, node: Node, by_worker: bool = False) -> Node:
+    """Cordon the node and restart its jobs elsewhere (their pods get SIGTERM and a grace period).
+
+    `by_worker`: the node's own worker drains as it stops; its next registration uncordons the
+    node, unless it was already cordoned (by a person) or a person cordons it meanwhile.
+    """
     node = Node.objects.select_for_update().get(pk=node.pk)
+    node.worker_drained = by_worker and (node.schedulable or node.worker_drained)
     node.schedulable = False
     node.draining = True
-    node.save(update_fields=["schedulable", "draining"])
+    node.save(update_fields=["schedulable", "draining", "worker_drained"])
     jobs_restart_for_node(node=node, reason=f"node {node.name} drained")
     publish_cluster_change_on_commit()
     return node

@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from console.models import SubmissionToken
 from scheduler.models import Job, JobEvent, JobRole
+from scheduler.paths import workspace_data_root
 from tests.factories import JobFactory, World
 
 pytestmark = pytest.mark.django_db
@@ -28,15 +29,15 @@ def form_data(world: World, **overrides: Any) -> dict[str, Any]:
         "image": "pytorch/pytorch:2.4.0",
         "command": "python train.py --epochs 3",
         "environment": "NCCL_DEBUG=INFO\n# a comment\nLR = 0.1\n",
-        "data_mount": "/data/imagenet",
-        "code_mount": "/code",
+        "data_mount": "data/imagenet",  # relative: inside the workspace's data root
+        "code_mount": "code",
         "quota": world.team_vision.pk,
         "priority": "5",
         "idle_mode": "acceptable",
         "max_running_minutes": "90",
         "fault_tolerance": "on",
         "max_restarts": "4",
-        "checkpoint_dir": "/ckpt/bert",
+        "checkpoint_dir": "ckpt/bert",
         "roles-TOTAL_FORMS": "2",
         "roles-INITIAL_FORMS": "0",
         "roles-MIN_NUM_FORMS": "1",
@@ -84,7 +85,9 @@ def test_submit_creates_the_job_with_every_field(world: World, alice_client: Cli
                                                                world.alice)
     assert (job.job_type, job.image, job.command) == ("pytorch", "pytorch/pytorch:2.4.0", "python train.py --epochs 3")
     assert job.environment == {"NCCL_DEBUG": "INFO", "LR": "0.1"}
-    assert (job.data_mount, job.code_mount, job.checkpoint_dir) == ("/data/imagenet", "/code", "/ckpt/bert")
+    root = workspace_data_root("vision")
+    assert (job.data_mount, job.code_mount, job.checkpoint_dir) == (
+        str(root / "data/imagenet"), str(root / "code"), str(root / "ckpt/bert"))
     assert (job.priority, job.idle_mode, job.max_running_minutes) == (5, "acceptable", 90)
     assert (job.fault_tolerance, job.max_restarts) == (True, 4)
     roles = [(r.name, r.pod_count, r.gpu_type, r.gpus, float(r.cpu), float(r.memory_gib), float(r.shared_memory_gib))

@@ -120,6 +120,8 @@ def live_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Li
         "TIDEPOOL_EXECUTOR": "local",
         "DEBUG": "1",
         "TIDEPOOL_HTTPS": "0",
+        # Pods get nothing of the server's environment but what this list names: the marker too.
+        "TIDEPOOL_POD_ENV_ALLOW": f"PATH,LANG,LC_*,{MARKER_VARIABLE}",
         MARKER_VARIABLE: marker,
     }
     env.pop("REDIS_URL", None)  # the embedded setup: in-process channel layer

@@ -13,6 +13,7 @@ from scheduler.executors import set_executor
 from scheduler.executors.celery import CeleryExecutor
 from scheduler.loop.cycle import schedule_once
 from scheduler.models import Node, Pod, Workspace
+from scheduler.paths import pod_log_path
 from scheduler.services.jobs import job_submit
 from scheduler.services.quotas import quota_create
 from scheduler.states import JobStatus, PodStatus
@@ -24,7 +25,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis, pytest
 
 # Runs 4 s, records its process group so the test can play "the machine died" on node A.
 POD_COMMAND = (
-    f"echo $$ > pgid-$TIDEPOOL_ATTEMPT; echo rank=$RANK gpus=$CUDA_VISIBLE_DEVICES; "
+    f"cut -d' ' -f5 /proc/$$/stat > pgid-$TIDEPOOL_ATTEMPT; echo rank=$RANK gpus=$CUDA_VISIBLE_DEVICES; "
     f"{sys.executable} -c 'import time; time.sleep(4)'; echo done"
 )
 
@@ -84,7 +85,7 @@ def test_lost_node_job_restarts_on_other_node(postgres_db, redis_url, settings, 
         assert job.restart_count == 1
         kinds = list(job.events.values_list("kind", flat=True))
         assert "node-lost" in kinds and "restarting" in kinds and kinds[-1] == "succeeded"
-        log = (workdir / f"job-{job.pk}" / "attempt-2" / "worker-0.log").read_text()
+        log = pod_log_path(second).read_text()
         assert "rank=0 gpus=0,1" in log and "done" in log  # CUDA_VISIBLE_DEVICES matches the record
     finally:
         set_executor(previous)
@@ -150,8 +151,11 @@ def test_restarted_worker_kills_pods_its_predecessor_left(postgres_db, redis_url
         workers["node-a"] = start_worker("node-a", env, tmp_path)
 
         wait_for(lambda: not group_alive(pgid), 60, "the new worker to kill the orphaned pod")
+        # The worker writes the database after the kill: wait for it, never read before.
+        recorded = Pod.objects.filter(pk=first.pk, status=PodStatus.FAILED)
+        wait_for(recorded.exists, 30, "the killed pod to be recorded failed")
         first.refresh_from_db()
-        assert first.status == PodStatus.FAILED and first.reason == "node node-a's worker restarted"
+        assert first.reason == "node node-a's worker restarted"
 
         def finished() -> str | None:
             schedule_once()

@@ -16,6 +16,7 @@ from scheduler.executors import set_executor
 from scheduler.loop.cycle import schedule_once
 from scheduler.models import Job, Pod, Workspace
 from scheduler.node.local import LocalExecutor
+from scheduler.paths import pod_log_path
 from scheduler.services.jobs import job_submit
 from scheduler.services.nodes import node_register
 from scheduler.services.quotas import quota_create
@@ -97,7 +98,7 @@ def test_reclaimed_job_resumes_and_matches_uninterrupted_run(local_executor, set
     assert owner.status == JobStatus.SUCCEEDED and owner.in_quota
     wait_for(lambda: done(borrower), 60, "the borrower to finish", step=0.2)
     assert borrower.status == JobStatus.SUCCEEDED and (borrower.restart_count, borrower.preemption_count) == (0, 1)
-    second_log = (Path(settings.TIDEPOOL_DATA_DIR) / "pods" / f"job-{borrower.pk}" / "attempt-2" / "worker-0.log")
+    second_log = pod_log_path(Pod.objects.get(job=borrower, attempt=2))
     assert f"resumed from step {saved_step}" in second_log.read_text()
     assert json.loads(result.read_text()) == json.loads(reference.read_text())
     assert borrower.events.filter(kind="resumed", reason=f"resumed from step {saved_step:,}").exists()

@@ -67,13 +67,18 @@ class Meeting:
         assert self.writer_holds_job.wait(10), "the writer never reached its pause"
         second = self.run("pod report", report)
         deadline = time.monotonic() + 5
+        met = False
         while time.monotonic() < deadline and second.is_alive():
             with connection.cursor() as cursor:
                 cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
                 if cursor.fetchone()[0]:
+                    met = True
                     break
             time.sleep(0.02)
+        reported_early = not second.is_alive()
         self.report_waiting.set()
+        # The meeting this test is about: the report really waited on a lock the writer held.
+        assert met and not reported_early, "the pod report never waited on the writer's lock: no meeting"
         for thread in (first, second):
             thread.join(30)
             assert not thread.is_alive(), f"{thread.name} is stuck"

@@ -60,6 +60,7 @@ def test_process_sees_the_recorded_environment(
     pods, monkeypatch: pytest.MonkeyPatch, gpus: tuple[int, ...], visible: str
 ) -> None:
     monkeypatch.setenv("TIDEPOOL_TEST_INHERITED", "from-the-worker")
+    monkeypatch.setenv("SECRET_KEY", "worker-secret")
     script = pods.root / "dump_env.py"
     # Relative output path: the pod runs in its workdir.
     script.write_text(
@@ -96,9 +97,11 @@ def test_process_sees_the_recorded_environment(
         "TIDEPOOL_PROGRESS_FILE": spec.progress_path,
         "PYTHONUNBUFFERED": "1",
         "FOO": "bar",
-        "TIDEPOOL_TEST_INHERITED": "from-the-worker",
+        "PATH": os.environ["PATH"],  # on the allow-list
     }
     assert {key: env.get(key) for key in expected} == expected
+    # Built from nothing: the worker's other variables never reach the pod.
+    assert "TIDEPOOL_TEST_INHERITED" not in env and "SECRET_KEY" not in env
     recorded = pod_environment(spec)
     assert {key: env[key] for key in expected} == {key: recorded[key] for key in expected}
     assert Path(spec.checkpoint_dir).is_dir()
@@ -343,3 +346,44 @@ def test_a_failing_callback_does_not_break_the_supervisor(pods) -> None:
     pods.start(second)
     assert pods.wait_exit(second).outcome == "failed"
     assert sorted(pods.reports) == [(1, 1, 0, "succeeded"), (2, 1, 1, "failed")]
+
+
+# -- isolation: environment, exit file ---------------------------------------------------------
+
+
+def test_pod_environment_is_built_from_the_allow_list_only(pods) -> None:
+    spec = pods.spec("true", env={"MY_VAR": "x"}, env_allow=("PATH", "LC_*"))
+    worker = {"PATH": "/usr/bin", "LC_ALL": "C.UTF-8", "SECRET_KEY": "s", "DATABASE_URL": "postgres://x",
+              "REDIS_URL": "redis://x", "HOME": "/root"}
+    from scheduler.node.runtime.sandbox import inherited_environment
+
+    env = pod_environment(spec, base=inherited_environment(spec.env_allow, worker), home="/home/pod")
+    assert env["PATH"] == "/usr/bin" and env["LC_ALL"] == "C.UTF-8" and env["MY_VAR"] == "x"
+    assert env["HOME"] == "/home/pod"
+    assert not {"SECRET_KEY", "DATABASE_URL", "REDIS_URL"} & set(env)
+
+
+@pytest.mark.parametrize(("command", "code"), [("exit 0", 0), ("exit 3", 3), ("exec sh -c 'exit 5'", 5)])
+def test_the_pods_shell_writes_its_exit_status_to_the_exit_file(pods, command, code) -> None:
+    from scheduler.node.runtime.sandbox import read_exit_file
+
+    exit_path = str(pods.root / "pod.exit")
+    spec = pods.spec(command, exit_path=exit_path)
+    pods.start(spec)
+    assert pods.wait_exit(spec).exit_code == code
+    assert read_exit_file(exit_path) == code
+
+
+def test_the_exit_file_holds_the_programs_status_after_sigterm(pods) -> None:
+    from scheduler.node.runtime.sandbox import read_exit_file
+
+    exit_path = str(pods.root / "graceful.exit")
+    spec = graceful_pod(pods)
+    spec = pods.spec(spec.command, exit_path=exit_path)
+    pods.start(spec)
+    wait_for_log = time.monotonic() + 10
+    while "ready" not in Path(spec.log_path).read_text() and time.monotonic() < wait_for_log:
+        time.sleep(0.05)
+    pods.supervisor.terminate(spec.pod_id, spec.attempt, grace_s=10, outcome="preempted")
+    assert pods.wait_exit(spec).exit_code == 0
+    assert read_exit_file(exit_path) == 0  # the program saved and exited 0; the shell recorded it

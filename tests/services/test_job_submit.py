@@ -62,7 +62,7 @@ def test_accepted_job_is_queuing_with_queue_time(cluster):
     job = submit(cluster)
     assert job.status == JobStatus.QUEUING and job.queue_time is not None
     assert [(r.name, r.pod_count, r.gpus) for r in job.roles.all()] == [("worker", 2, 4)]
-    assert job.checkpoint_dir.endswith(f"job-{job.pk}")
+    assert job.checkpoint_dir.endswith(str(job.uid))  # never the id: ids come back after a reset
     assert list(job.events.values_list("kind", flat=True)) == ["submitted", "queued"]
 
 

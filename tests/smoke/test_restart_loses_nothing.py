@@ -5,7 +5,7 @@ seeded with the demo cluster. Jobs are submitted through the services from the t
 two fault-tolerant training jobs and one without fault tolerance run as real processes, two
 more wait in the queue (their quotas are full, idle resources off). Then the server crashes:
 SIGKILL to it and, as a machine crash would, to its pods' process groups (found in /proc by a
-marker in their inherited environment). A second server starts on the same database. Every job
+marker their environment gets through TIDEPOOL_POD_ENV_ALLOW). A second server starts on the same database. Every job
 is still there with its queue time; the pods that died are recorded as failed because "the
 console process restarted"; the job without fault tolerance ends Failed saying so; the
 fault-tolerant jobs restart, resume from their checkpoints and end Succeeded with exactly the
@@ -27,6 +27,7 @@ from django.db import connection
 
 from scheduler.demo import seed_demo
 from scheduler.models import Job, Pod, ResourceQuota, Workspace
+from scheduler.paths import pod_log_path
 from scheduler.services.jobs import job_submit
 from scheduler.states import FINAL_JOB_STATUSES, JobStatus, PodStatus
 from tests.smoke.processes import (
@@ -69,6 +70,8 @@ def server_env(settings, marker: str) -> dict[str, str]:
         TIDEPOOL_RESTART_BACKOFF_BASE="0.5",
         TIDEPOOL_GRACE_SECONDS="5",
         PYTHONUNBUFFERED="1",
+        # Pods get nothing of the server's environment but what this list names: the marker too.
+        TIDEPOOL_POD_ENV_ALLOW=f"PATH,LANG,LC_*,{MARKER_VARIABLE}",
         **{MARKER_VARIABLE: marker},
     )
     return env
@@ -91,8 +94,8 @@ def start_server(env: dict[str, str], log) -> tuple[subprocess.Popen, str]:
 
 
 def training_command(name: str, tmp_path) -> str:
-    # `$$` is the pod's shell: the leader of the pod's process group.
-    return (f"echo $$ > {tmp_path}/{name}-$TIDEPOOL_ATTEMPT.pgid; "
+    # Field 5 of /proc/$$/stat: the pod's process group (led by the pod's outer shell).
+    return (f"cut -d' ' -f5 /proc/$$/stat > {tmp_path}/{name}-$TIDEPOOL_ATTEMPT.pgid; "
             f"{sys.executable} {EXAMPLE} {TRAIN_ARGS} --step-sleep 0.03 --output {tmp_path}/{name}.json")
 
 
@@ -177,7 +180,7 @@ def test_crash_and_restart_loses_no_job(settings, tmp_path):
 
         wait_for(recorded, 30, "the dead pods to be failed", on_timeout=log.read_text)
         for job in running:
-            assert job.events.filter(kind="node-lost", reason__contains=RESTARTED).exists(), job.name
+            assert job.events.filter(kind="pod-failed", reason__contains=RESTARTED).exists(), job.name
 
         def finished() -> bool:
             return all(j.status in FINAL_JOB_STATUSES for j in Job.objects.all())
@@ -202,7 +205,7 @@ def test_crash_and_restart_loses_no_job(settings, tmp_path):
             resumed = job.events.get(kind="resumed").reason
             step = int(resumed.removeprefix("resumed from step ").replace(",", ""))
             assert saved_before[job.pk] <= step < STEPS, resumed
-            log_file = settings.TIDEPOOL_DATA_DIR / "pods" / f"job-{job.pk}" / "attempt-2" / "worker-0.log"
+            log_file = pod_log_path(Pod.objects.get(job=job, attempt=2))
             assert f"resumed from step {step}" in log_file.read_text()
             result = json.loads((tmp_path / f"{job.name}.json").read_text())
             assert result == json.loads(reference.read_text()), f"{job.name} did not resume exactly"
@@ -225,7 +228,7 @@ def test_pods_of_a_killed_console_do_not_outlive_its_restart(settings, tmp_path)
     try:
         first, _ = start_server(env, tmp_path / "serve-1.log")
         job = job_submit(user=admin, workspace=vision, quota=ResourceQuota.objects.get(name="team-vision"),
-                         name="orphan", command=f"echo $$ > {tmp_path}/orphan.pgid; sleep 300",
+                         name="orphan", command=f"cut -d' ' -f5 /proc/$$/stat > {tmp_path}/orphan.pgid; sleep 300",
                          roles=[{"name": "worker", "pod_count": 1, "gpus": 8}])
         wait_for(lambda: Job.objects.get(pk=job.pk).status == JobStatus.RUNNING, 60, "the job to run")
         pid_file = tmp_path / "orphan.pgid"

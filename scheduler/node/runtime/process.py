@@ -34,7 +34,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from scheduler.node.runtime.sandbox import (
+    POD_WRAPPER,
+    own_file,
+    pod_environment,
+    prepare_dir,
+    resolve_pod_user,
+)
 from scheduler.states import PodOutcome
+
+__all__ = ["PodSpec", "PodSupervisor", "PodExit", "RunningPod", "TerminateResult", "pod_environment"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +86,12 @@ class PodSpec:
     workdir: str
     log_path: str
     progress_path: str
+    job_uid: str = ""  # never reused (TIDEPOOL_JOB_UID): finds the pod's processes after a restart
+    exit_path: str = ""  # where the pod's shell writes its exit status (sandbox.POD_WRAPPER)
+    user: str = ""  # run as this user (setuid/setgid; root worker); "": this process's user
+    # (root, path) pairs created 0700 for the pod's user below operator roots (sandbox.prepare_dir)
+    dirs: tuple[tuple[str, str], ...] = ()
+    env_allow: tuple[str, ...] = ("PATH", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "TMPDIR")
 
 
 ExitCallback = Callable[[int, int, int, str], None]  # (pod_id, attempt, exit_code, outcome)
@@ -114,37 +129,6 @@ class TerminateResult(enum.StrEnum):
     EXITED = "exited"  # this attempt already ended on its own; its exit is (or will be) reported
     NOT_STARTED = "not_started"  # never started here; a later start of this attempt is refused
     STALE = "stale"  # a newer attempt of the pod exists here; ignored
-
-
-def pod_environment(spec: PodSpec, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a pod runs with: `base` (default os.environ), the job's env, then ours.
-
-    Tidepool's variables are applied last: a job cannot give itself another rank or GPUs.
-    RANK and WORLD_SIZE count pods (nodes for a launcher such as torchrun: pass them as
-    --node_rank and --nnodes); CUDA_VISIBLE_DEVICES is "" for a pod without GPUs, which hides
-    every GPU rather than exposing all of them.
-    """
-    env = dict(os.environ if base is None else base)
-    env.update(spec.env)
-    env.update(
-        {
-            "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in spec.gpu_indices),
-            # Our indices are NVML's (PCI bus order); CUDA's default order may differ.
-            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-            "RANK": str(spec.rank),
-            "WORLD_SIZE": str(spec.world_size),
-            "MASTER_ADDR": spec.master_addr,
-            "MASTER_PORT": str(spec.master_port),
-            "TIDEPOOL_JOB_ID": str(spec.job_id),
-            "TIDEPOOL_POD_ID": str(spec.pod_id),
-            "TIDEPOOL_ATTEMPT": str(spec.attempt),
-            "TIDEPOOL_CHECKPOINT_DIR": spec.checkpoint_dir,
-            "TIDEPOOL_RESTART_COUNT": str(spec.restart_count),
-            "TIDEPOOL_PROGRESS_FILE": spec.progress_path,
-            "PYTHONUNBUFFERED": "1",  # so `print` lines reach the log as they happen
-        }
-    )
-    return env
 
 
 def live_group_members(pgid: int) -> list[int] | None:
@@ -255,30 +239,35 @@ class PodSupervisor:
         return True
 
     def _launch(self, spec: PodSpec) -> _Proc:
-        for directory in (
-            spec.workdir,
-            spec.checkpoint_dir,
-            os.path.dirname(spec.log_path),
-            os.path.dirname(spec.progress_path),
-        ):
+        user = resolve_pod_user(spec.user)
+        for root, path in spec.dirs:
+            prepare_dir(root, path, user)
+        for directory in (spec.workdir, spec.checkpoint_dir, os.path.dirname(spec.log_path),
+                          os.path.dirname(spec.progress_path)):
             if directory:
-                os.makedirs(directory, exist_ok=True)
+                os.makedirs(directory, mode=0o700, exist_ok=True)
         gpus = ",".join(str(i) for i in spec.gpu_indices) or "none"
         header = (
             f"=== tidepool: pod {spec.pod_id} (job {spec.job_id}) attempt {spec.attempt}, "
             f"rank {spec.rank}/{spec.world_size}, gpus {gpus}, started {_now_iso()} ===\n"
         )
+        switch = {}
+        if user is not None and os.geteuid() == 0 and user.uid != 0:
+            switch = {"user": user.uid, "group": user.gid, "extra_groups": []}
         # The child inherits the O_APPEND descriptor; ours is closed once it is launched.
         with open(spec.log_path, "ab", buffering=0) as log_file:
+            own_file(spec.log_path, user)
             log_file.write(header.encode())
             popen = subprocess.Popen(
-                ["/bin/sh", "-c", _SHELL_PREAMBLE + spec.command],
+                ["/bin/sh", "-c", POD_WRAPPER, "tidepool-pod", _SHELL_PREAMBLE + spec.command,
+                 spec.exit_path or os.devnull],
                 cwd=spec.workdir,
-                env=pod_environment(spec),
+                env=pod_environment(spec, home=user.home if user is not None else None),
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # own session => own process group, pgid == pid
+                **switch,
             )
         log.info("pod %s attempt %s started as pid %s", spec.pod_id, spec.attempt, popen.pid)
         return _Proc(spec, popen, time.time())

@@ -1,0 +1,198 @@
+"""What keeps a pod apart from the node worker and from other jobs (pure Python, no Django).
+
+- **Environment from nothing**: a pod sees the job's variables, Tidepool's documented ones and the
+  few variables of the worker's environment an allow-list names (PATH, LANG, ...): never
+  SECRET_KEY, DATABASE_URL, REDIS_URL or anything else the worker was started with.
+- **Its own user**: with a pod user set, the pod's processes run as that user (setuid/setgid in
+  the child before exec, which needs a root worker); without one they run as the worker's user.
+- **Its own directories**: created 0700 and owned by the pod's user, under roots the operator
+  sets, component by component, refusing any symlink on the way (a pod must not make the worker
+  chown something else by planting a link).
+- **An exit file**: the pod's shell writes its exit status next to its log when the command ends,
+  so a worker that was down when the pod exited reads the real status back (`read_exit_file`).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scheduler.node.runtime.process import PodSpec
+
+# The outer shell of every pod: runs the command in an inner shell ($1), then writes its exit
+# status to the exit file ($2). SIGTERM only sets a flag here, so the outer shell waits for the
+# inner one (which waits for its program) and still writes the file; a trapped signal is reset
+# to the default in children, so the program sees SIGTERM as usual. Only SIGKILL of the outer
+# shell leaves no file.
+POD_WRAPPER = (
+    "trap 'tp_term=1' TERM\n"
+    '/bin/sh -c "$1"\n'
+    "tp_status=$?\n"
+    "printf '%s\\n' \"$tp_status\" > \"$2\"\n"
+    'exit "$tp_status"\n'
+)
+
+
+@dataclass(frozen=True)
+class PodUser:
+    name: str
+    uid: int
+    gid: int
+    home: str
+
+
+def resolve_pod_user(name: str) -> PodUser | None:
+    """The user pods run as; None (empty name): this process's user.
+
+    Raises OSError for an unknown user, or for another user when this process is not root.
+    """
+    if not name:
+        return None
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise OSError(f"pod user {name!r} does not exist on this node (create it: useradd --system {name})") from None
+    if os.geteuid() != 0 and entry.pw_uid != os.geteuid():
+        raise PermissionError(f"pods run as {name!r}, but only a root worker can switch to another user")
+    return PodUser(name=entry.pw_name, uid=entry.pw_uid, gid=entry.pw_gid, home=entry.pw_dir)
+
+
+def inherited_environment(allow: Iterable[str], source: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of `source` (default os.environ) that `allow` names; `X*` names a prefix."""
+    source = os.environ if source is None else source
+    patterns = [pattern for pattern in allow if pattern]
+    return {key: value for key, value in source.items() if any(fnmatchcase(key, p) for p in patterns)}
+
+
+def pod_environment(spec: PodSpec, base: Mapping[str, str] | None = None, home: str | None = None) -> dict[str, str]:
+    """The whole environment a pod runs with, built from nothing.
+
+    `base` (default: the variables of this process that `spec.env_allow` names), then the job's
+    env, then Tidepool's variables, which win: a job cannot give itself another rank or GPUs.
+    HOME is the pod user's home (`home`), else this process's. RANK and WORLD_SIZE count pods
+    (nodes for a launcher such as torchrun: pass them as --node_rank and --nnodes);
+    CUDA_VISIBLE_DEVICES is "" for a pod without GPUs, which hides every GPU rather than
+    exposing all of them.
+    """
+    env = dict(inherited_environment(spec.env_allow) if base is None else base)
+    env.setdefault("PATH", os.defpath)
+    home = home or os.environ.get("HOME")
+    if home:
+        env["HOME"] = home
+    env.update(spec.env)
+    env.update(
+        {
+            "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in spec.gpu_indices),
+            # Our indices are NVML's (PCI bus order); CUDA's default order may differ.
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            "RANK": str(spec.rank),
+            "WORLD_SIZE": str(spec.world_size),
+            "MASTER_ADDR": spec.master_addr,
+            "MASTER_PORT": str(spec.master_port),
+            "TIDEPOOL_JOB_ID": str(spec.job_id),
+            "TIDEPOOL_JOB_UID": spec.job_uid,
+            "TIDEPOOL_POD_ID": str(spec.pod_id),
+            "TIDEPOOL_ATTEMPT": str(spec.attempt),
+            "TIDEPOOL_CHECKPOINT_DIR": spec.checkpoint_dir,
+            "TIDEPOOL_RESTART_COUNT": str(spec.restart_count),
+            "TIDEPOOL_PROGRESS_FILE": spec.progress_path,
+            "PYTHONUNBUFFERED": "1",  # so `print` lines reach the log as they happen
+        }
+    )
+    return env
+
+
+def prepare_dir(root: str, path: str, user: PodUser | None, mode: int = 0o700) -> None:
+    """Create `path` below `root`: missing components get `mode` and the pod user as owner.
+
+    `root` itself (the operator's, e.g. TIDEPOOL_DATA_DIR/pods) is created if missing, owned by
+    this process. Raises OSError when `path` is not inside `root` or a component is a symlink
+    or not a directory.
+    """
+    root = os.path.normpath(os.path.abspath(root))
+    path = os.path.normpath(os.path.abspath(path))
+    if path != root and not path.startswith(root + os.sep):
+        raise OSError(f"{path} is not inside {root}")
+    os.makedirs(root, exist_ok=True)
+    current = root
+    for part in os.path.relpath(path, root).split(os.sep) if path != root else []:
+        current = os.path.join(current, part)
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            try:
+                os.mkdir(current, mode)
+            except FileExistsError:  # another pod of the job made it meanwhile
+                info = os.lstat(current)
+            else:
+                os.chmod(current, mode)  # mkdir's mode is filtered by the umask
+                if user is not None:
+                    os.chown(current, user.uid, user.gid, follow_symlinks=False)
+                continue
+        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+            raise OSError(f"{current} is a symlink or not a directory: refused")
+
+
+def own_file(path: str, user: PodUser | None, mode: int = 0o600) -> None:
+    """Give a file the worker created (the pod's log) to the pod's user."""
+    os.chmod(path, mode)
+    if user is not None:
+        os.chown(path, user.uid, user.gid, follow_symlinks=False)
+
+
+def read_exit_file(path: str) -> int | None:
+    """The exit status a pod's shell wrote when its command ended; None: no (complete) file."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            text = f.read(32).strip()
+    except OSError:
+        return None
+    try:
+        return int(text)
+    except ValueError:  # empty (the shell was killed while writing) or garbage
+        return None
+
+
+def find_pod_processes(markers: Mapping[tuple[int, int], str]) -> dict[tuple[int, int], int]:
+    """Process groups of pods still alive: (pod id, attempt) → the group leader's pid.
+
+    `markers` maps each (pod id, attempt) to its job's uid; a process counts only when its
+    environment carries all three (TIDEPOOL_JOB_UID, TIDEPOOL_POD_ID, TIDEPOOL_ATTEMPT) and it
+    leads its group, so a pod of another database or a recycled pid is never taken for ours.
+    """
+    wanted = {
+        (f"TIDEPOOL_JOB_UID={uid}".encode(), f"TIDEPOOL_POD_ID={pod_id}".encode(),
+         f"TIDEPOOL_ATTEMPT={attempt}".encode()): (pod_id, attempt)
+        for (pod_id, attempt), uid in markers.items()
+    }
+    found: dict[tuple[int, int], int] = {}
+    if not wanted:
+        return found
+    try:
+        entries = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return found
+    for name in entries:
+        pid = int(name)
+        try:
+            if os.getpgid(pid) != pid:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = set(f.read().split(b"\0"))
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if state in (b"Z", b"X"):
+            continue
+        for marker, key in wanted.items():
+            if all(item in environ for item in marker):
+                found[key] = pid
+                break
+    return found
