@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0005_merge_preempt_api'),
+        ('scheduler', '0005_api_tokens_idempotency_gpu_samples'),
     ]
 
     operations = [

@@ -15,7 +15,7 @@ def fill_uids(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("scheduler", "0003_pod_pid"),
+        ("scheduler", "0006_reason_codes"),
     ]
 
     operations = [

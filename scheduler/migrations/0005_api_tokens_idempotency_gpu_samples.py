@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0003_pod_pid'),
+        ('scheduler', '0004_preempt_accounting_and_reasons'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
