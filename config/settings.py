@@ -190,23 +190,22 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 # connection a 5 s socket timeout by default, so an idle websocket's read raced its own timeout and
 # the socket dropped every ~5 s. The read timeout must stay above the blocking read.
 TIDEPOOL_REDIS_SOCKET_TIMEOUT = float(os.environ.get("TIDEPOOL_REDIS_SOCKET_TIMEOUT", "30"))
-if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {
-                "hosts": [
-                    {
-                        "address": REDIS_URL,
-                        "socket_timeout": TIDEPOOL_REDIS_SOCKET_TIMEOUT,
-                        "socket_connect_timeout": 5,
-                        "socket_keepalive": True,
-                        "health_check_interval": 15,
-                    }
-                ],
-            },
-        }
+
+
+def redis_channel_layers(url: str, socket_timeout: float = TIDEPOOL_REDIS_SOCKET_TIMEOUT) -> dict:
+    """The Redis channel layer with read timeouts that outlast channels-redis's blocking read."""
+    host = {
+        "address": url,
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": 5,
+        "socket_keepalive": True,
+        "health_check_interval": 15,
     }
+    return {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [host]}}}
+
+
+if REDIS_URL:
+    CHANNEL_LAYERS = redis_channel_layers(REDIS_URL)
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
