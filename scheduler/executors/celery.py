@@ -31,16 +31,36 @@ def node_queue(node_name: str) -> str:
 
 
 class CeleryExecutor:
+    """Sends are made after commit: a broker that is down must not turn a committed write into an error.
+
+    A failed send is logged and the rest of the batch skipped (each try against a dead broker costs
+    about a second); the database already says what should run, so the node workers' reconcile
+    (and the next start or stop) catches up once the broker is back.
+    """
+
     def launch(self, launches: list[tuple[Job, list[Pod]]]) -> None:
-        for _job, pods in launches:
-            for pod in pods:
-                current_app.send_task(RUN_POD_TASK, kwargs={"pod_id": pod.pk, "attempt": pod.attempt},
-                                      queue=node_queue(pod.node.name))
+        sends = [
+            (pod.pk, pod.attempt, pod.node.name) for _job, pods in launches for pod in pods
+        ]
+        for done, (pod_id, attempt, node_name) in enumerate(sends):
+            try:
+                current_app.send_task(RUN_POD_TASK, kwargs={"pod_id": pod_id, "attempt": attempt},
+                                      queue=node_queue(node_name))
+            except Exception:
+                log.warning("could not send the start of pod %s (attempt %s) to %s; %d start(s) not sent, "
+                            "left to the node's reconcile", pod_id, attempt, node_queue(node_name),
+                            len(sends) - done, exc_info=True)
+                return
 
     def terminate(self, refs: list[PodRef], *, grace_s: float, outcome: str) -> None:
-        for pod_id, attempt, node_name in refs:
-            current_app.control.broadcast(
-                TERMINATE_COMMAND,
-                arguments={"node": node_name, "pod_id": pod_id, "attempt": attempt, "grace_s": grace_s,
-                           "outcome": outcome},
-            )
+        for done, (pod_id, attempt, node_name) in enumerate(refs):
+            try:
+                current_app.control.broadcast(
+                    TERMINATE_COMMAND,
+                    arguments={"node": node_name, "pod_id": pod_id, "attempt": attempt, "grace_s": grace_s,
+                               "outcome": outcome},
+                )
+            except Exception:
+                log.warning("could not signal pod %s (attempt %s) on %s; %d termination(s) not sent, left to "
+                            "the node's reconcile", pod_id, attempt, node_name, len(refs) - done, exc_info=True)
+                return
