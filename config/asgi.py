@@ -58,6 +58,31 @@ class BodySizeLimit:
         return await self.app(scope, bounded_receive, send)
 
 
+class ConcurrencyLimit:
+    """At most TIDEPOOL_WEB_CONCURRENCY HTTP requests inside Django per process; the rest wait here.
+
+    Django runs each ASGI request's sync code in a thread of its own, so a burst of 50 requests makes
+    50 threads fight for one GIL and for the process's database connections (a pool of
+    TIDEPOOL_DB_POOL_SIZE): requests then time out waiting for a connection. Waiting on an asyncio
+    semaphore instead costs nothing and is first come, first served. Websockets are not limited.
+    """
+
+    def __init__(self, app):
+        self.app = app
+        self.semaphore: asyncio.Semaphore | None = None
+
+    async def __call__(self, scope, receive, send):
+        from django.conf import settings
+
+        limit = settings.TIDEPOOL_WEB_CONCURRENCY
+        if scope["type"] != "http" or not limit:
+            return await self.app(scope, receive, send)
+        if self.semaphore is None:
+            self.semaphore = asyncio.Semaphore(limit)
+        async with self.semaphore:
+            return await self.app(scope, receive, send)
+
+
 class RecordServerLoop:
     """Remembers the server's event loop so other threads can publish into the in-memory channel layer."""
 
@@ -75,7 +100,7 @@ class RecordServerLoop:
 application = RecordServerLoop(
     ProtocolTypeRouter(
         {
-            "http": BodySizeLimit(django_asgi_app),
+            "http": ConcurrencyLimit(BodySizeLimit(django_asgi_app)),
             "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }
     )

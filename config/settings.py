@@ -19,6 +19,10 @@
 | TIDEPOOL_HANG_TIMEOUT | 0 | Seconds without progress report before a running job restarts (0: off). |
 | TIDEPOOL_DATA_DIR | <project>/var | Pod logs, progress files, default checkpoint directories. |
 | TIDEPOOL_HTTPS | 1 when DEBUG=0 | Secure cookies, HSTS and HTTPS redirect. |
+| TIDEPOOL_DB_POOL | 0 | 1: a PostgreSQL connection pool per process (psycopg_pool); production serving sets it. |
+| TIDEPOOL_DB_POOL_SIZE | 8 | Most pooled connections per process. |
+| TIDEPOOL_WEB_CONCURRENCY | 4 | HTTP requests inside Django at once per web process; others wait their turn (0: no limit). |
+| STATIC_ROOT | <project>/staticfiles | Where `collectstatic` puts files (served by WhiteNoise when DEBUG=0). |
 | TIDEPOOL_MAX_BODY_BYTES | 1048576 | Largest request body (DATA_UPLOAD_MAX_MEMORY_SIZE); larger ones get 413/400 unread. |
 | TIDEPOOL_PASSWORD_ITERATIONS | 1000000 | PBKDF2 iterations of password hashes (Django's default); each login or Basic request pays them. |
 | TIDEPOOL_BASIC_AUTH_CACHE_SECONDS | 60 | How long the API remembers a correct HTTP Basic password per process (0: never). |
@@ -142,6 +146,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 elif DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql"):
     # One test database per test process, so two runs on one server never share one.
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
+    if env_bool("TIDEPOOL_DB_POOL", False):
+        # Under ASGI each request runs in a thread of its own, so without a pool every request opens
+        # (and PostgreSQL forks) a new connection. A pool per process keeps them open.
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1,
+            "max_size": int(os.environ.get("TIDEPOOL_DB_POOL_SIZE", "8")),
+            "timeout": 30,
+        }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -246,6 +258,8 @@ TIDEPOOL_HEARTBEAT_SECONDS = float(os.environ.get("TIDEPOOL_HEARTBEAT_SECONDS", 
 TIDEPOOL_RESTART_BACKOFF_BASE = float(os.environ.get("TIDEPOOL_RESTART_BACKOFF_BASE", "5"))
 TIDEPOOL_RESTART_BACKOFF_CAP = float(os.environ.get("TIDEPOOL_RESTART_BACKOFF_CAP", "300"))
 TIDEPOOL_HANG_TIMEOUT = float(os.environ.get("TIDEPOOL_HANG_TIMEOUT", "0"))
+# HTTP requests inside Django at once per web process (config/asgi.py); below the pool size.
+TIDEPOOL_WEB_CONCURRENCY = int(os.environ.get("TIDEPOOL_WEB_CONCURRENCY", "4"))
 TIDEPOOL_BASIC_AUTH_CACHE_SECONDS = float(os.environ.get("TIDEPOOL_BASIC_AUTH_CACHE_SECONDS", "60"))
 TIDEPOOL_DATA_DIR = Path(os.environ.get("TIDEPOOL_DATA_DIR", str(BASE_DIR / "var")))
 
@@ -285,6 +299,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
+        # Server errors with their traceback (Django's default only mails them when DEBUG=0).
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "tidepool": {
             "handlers": ["console"],
             "level": os.environ.get("TIDEPOOL_LOG_LEVEL", "INFO"),
