@@ -5,8 +5,9 @@
 
 N browsers' job lists (/ws/jobs/, one logged-in session) are connected through the console's server
 and the Redis channel layer. The script queues --updates jobs, then stops them one by one through
-the API, and times, for every socket, the moment the re-rendered row showing the job Stopped arrives
-(send of the stop request → receipt). Then all sockets stay idle for --idle seconds, and one more
+the API, and times, for every socket, the moment the re-rendered row showing the job Stopped arrives:
+from the stop request's send (end to end, the request included) and from its answer (the commit and
+the broadcast happen before the answer: what the fan-out adds). Then all sockets stay idle for --idle seconds, and one more
 update must reach every one of them. Bounded by its arguments; prints figures, then one JSON line.
 """
 
@@ -63,6 +64,10 @@ def login(url: str, user: str, password: str) -> str:
     return "; ".join(f"{k}={v}" for k, v in cookies.items())
 
 
+API_SECONDS: list[float] = []  # how long each stop request took to answer (part of every latency)
+FROM_ANSWER: list[float] = []  # receipt − the stop request's answer
+
+
 class Client:
     def __init__(self, index: int) -> None:
         self.index = index
@@ -98,9 +103,12 @@ async def update_round(api: Api, clients: list[Client], job_ids: list[int], inte
                        wait: float) -> tuple[list[float], int, int]:
     loop = asyncio.get_running_loop()
     sent: dict[int, float] = {}
+    answered: dict[int, float] = {}
     for job_id in job_ids:
         sent[job_id] = time.monotonic()
         status, body = await loop.run_in_executor(None, api.call, "POST", f"/api/jobs/{job_id}/stop/")
+        answered[job_id] = time.monotonic()
+        API_SECONDS.append(answered[job_id] - sent[job_id])
         if status != 200:
             raise SystemExit(f"stop of job {job_id} answered {status}: {body}")
         await asyncio.sleep(interval)
@@ -110,6 +118,9 @@ async def update_round(api: Api, clients: list[Client], job_ids: list[int], inte
             break
         await asyncio.sleep(0.1)
     latencies = [c.seen[j] - sent[j] for c in clients for j in job_ids if j in c.seen]
+    # The same, counted from the stop request's answer (its commit and broadcast happen before it):
+    # what the fan-out adds to the request itself.
+    FROM_ANSWER.extend(max(0.0, c.seen[j] - answered[j]) for c in clients for j in job_ids if j in c.seen)
     return latencies, len(latencies), len(clients) * len(job_ids)
 
 
@@ -163,11 +174,16 @@ async def main_async(args: argparse.Namespace) -> int:
         "after_idle_delivered_pct": round(100 * idle_got / idle_expected, 2) if idle_expected else 0,
         "after_idle": summary(idle_latencies),
         "drops": dropped[:3],
+        "stop_request": summary(API_SECONDS),
+        "from_answer": summary(FROM_ANSWER),
     }
     print(f"{args.clients} sockets (connected in {connect_s:.1f} s), {args.updates} updates: "
           f"{result['delivered_pct']} % delivered, p50 {live['p50_ms']} ms, p95 {live['p95_ms']} ms, "
           f"max {live['max_ms']} ms; after {args.idle:.0f} s idle: {len(dropped)} dropped, "
-          f"{result['after_idle_delivered_pct']} % delivered (p95 {result['after_idle']['p95_ms']} ms)")
+          f"{result['after_idle_delivered_pct']} % delivered (p95 {result['after_idle']['p95_ms']} ms); "
+          f"the stop requests themselves: p50 {result['stop_request']['p50_ms']} ms, p95 "
+          f"{result['stop_request']['p95_ms']} ms; receipt after the answer: p50 {result['from_answer']['p50_ms']} ms, "
+          f"p95 {result['from_answer']['p95_ms']} ms")
     print(json.dumps(result))
     ok = got == expected and idle_got == idle_expected and not dropped
     return 0 if ok else 1
