@@ -30,7 +30,7 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="http://127.0.0.1:8000")
     parser.add_argument("--user", default="bob")
@@ -41,65 +41,81 @@ def main() -> int:
     parser.add_argument("--submissions", type=int, default=1500)
     parser.add_argument("--max-seconds", type=float, default=120)
     parser.add_argument("--warmup", type=int, default=20, help="requests before timing (fills auth caches)")
-    args = parser.parse_args()
-    target = urllib.parse.urlsplit(args.url)
-    auth = "Basic " + base64.b64encode(f"{args.user}:{args.password}".encode()).decode()
-    headers = {"Authorization": auth, "Content-Type": "application/json", "Connection": "keep-alive"}
+    return parser.parse_args()
 
-    counter = iter(range(10**9))
-    lock = threading.Lock()
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
-    errors: list[str] = []
-    budget = {"left": args.warmup + args.submissions}
-    timing = threading.Event()
-    deadline = [time.monotonic() + args.max_seconds + 60]
 
-    def body() -> bytes:
-        n = next(counter)
+class Run:
+    """--warmup untimed requests, then --submissions timed ones, shared by --clients threads."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.target = urllib.parse.urlsplit(args.url)
+        auth = "Basic " + base64.b64encode(f"{args.user}:{args.password}".encode()).decode()
+        self.headers = {"Authorization": auth, "Content-Type": "application/json", "Connection": "keep-alive"}
+        self.counter = iter(range(10**9))
+        self.lock = threading.Lock()
+        self.latencies: list[float] = []
+        self.statuses: dict[int, int] = {}
+        self.errors: list[str] = []
+        self.left = args.warmup + args.submissions
+        self.timing = threading.Event()
+        self.deadline = time.monotonic() + args.max_seconds + 60
+
+    def body(self) -> bytes:
+        n = next(self.counter)
         return json.dumps({
-            "name": f"bench-{int(time.time())}-{n}", "workspace": args.workspace, "quota": args.quota,
+            "name": f"bench-{int(time.time())}-{n}", "workspace": self.args.workspace, "quota": self.args.quota,
             "command": "echo bench", "idle_mode": "off", "priority": 1 + n % 9,
             "roles": [{"name": "worker", "pod_count": 1, "gpus": 1, "cpu": 1, "memory_gib": 1}],
         }).encode()
 
-    def client() -> None:
-        connection = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=60)
-        while time.monotonic() < deadline[0]:
-            with lock:
-                if budget["left"] <= 0:
+    def connection(self) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection(self.target.hostname, self.target.port or 80, timeout=60)
+
+    def client(self) -> None:
+        connection = self.connection()
+        while time.monotonic() < self.deadline:
+            with self.lock:
+                if self.left <= 0:
                     break
-                budget["left"] -= 1
-                timed = budget["left"] < args.submissions
+                self.left -= 1
+                timed = self.left < self.args.submissions
             started = time.monotonic()
             try:
-                connection.request("POST", "/api/jobs/", body=body(), headers=headers)
+                connection.request("POST", "/api/jobs/", body=self.body(), headers=self.headers)
                 response = connection.getresponse()
                 response.read()
                 status = response.status
             except Exception as error:  # count it, reconnect, go on
                 status = 0
-                with lock:
-                    errors.append(repr(error))
+                with self.lock:
+                    self.errors.append(repr(error))
                 connection.close()
-                connection = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=60)
-            elapsed = time.monotonic() - started
+                connection = self.connection()
             if timed:
-                timing.set()
-                with lock:
-                    latencies.append(elapsed)
-                    statuses[status] = statuses.get(status, 0) + 1
+                self.timing.set()
+                with self.lock:
+                    self.latencies.append(time.monotonic() - started)
+                    self.statuses[status] = self.statuses.get(status, 0) + 1
         connection.close()
 
-    threads = [threading.Thread(target=client, daemon=True) for _ in range(args.clients)]
-    for thread in threads:
-        thread.start()
-    timing.wait(args.max_seconds)
-    started = time.monotonic()
-    deadline[0] = started + args.max_seconds
-    for thread in threads:
-        thread.join(args.max_seconds + 70)
-    seconds = time.monotonic() - started
+    def go(self) -> float:
+        threads = [threading.Thread(target=self.client, daemon=True) for _ in range(self.args.clients)]
+        for thread in threads:
+            thread.start()
+        self.timing.wait(self.args.max_seconds)
+        started = time.monotonic()
+        self.deadline = started + self.args.max_seconds
+        for thread in threads:
+            thread.join(self.args.max_seconds + 70)
+        return time.monotonic() - started
+
+
+def main() -> int:
+    args = parse_args()
+    run = Run(args)
+    seconds = run.go()
+    latencies, statuses = run.latencies, run.statuses
     created = statuses.get(201, 0)
     result = {
         "clients": args.clients,
@@ -112,13 +128,13 @@ def main() -> int:
         "p95_s": round(percentile(latencies, 95), 3),
         "p99_s": round(percentile(latencies, 99), 3),
         "max_s": round(max(latencies), 3) if latencies else None,
-        "errors": errors[:5],
+        "errors": run.errors[:5],
     }
     print(f"{created} submissions in {seconds:.1f} s from {args.clients} clients: "
           f"{result['submissions_per_s']}/s; latency p50 {result['p50_s']} s, p95 {result['p95_s']} s, "
           f"p99 {result['p99_s']} s, max {result['max_s']} s; statuses {statuses}")
     print(json.dumps(result))
-    return 0 if created == len(latencies) and not errors else 1
+    return 0 if created == len(latencies) and not run.errors else 1
 
 
 if __name__ == "__main__":
