@@ -151,7 +151,8 @@ class JobListView(GenericAPIView):
             job = job_submit(user=request.user, workspace=workspace, quota=quota, **data)
         except DjangoValidationError as error:
             raise service_error(error) from None
-        job = job_detail(user=request.user, job_id=job.pk)
+        # The new job's roles, (no) pods and events come with it from the service: the same detail
+        # as GET /api/jobs/<id>/ without reading it back (5 queries fewer per submission).
         return Response(s.JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
     @staticmethod

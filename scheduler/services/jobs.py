@@ -185,8 +185,12 @@ def job_submit(
     for role in role_rows:
         role.job = job
     JobRole.objects.bulk_create(role_rows)
-    job_event(job, EventKind.SUBMITTED, f"submitted by {getattr(user, 'username', 'system')} to quota {quota.name}")
-    job_event(job, EventKind.QUEUED, "queuing")
+    events = [
+        job_event(job, EventKind.SUBMITTED, f"submitted by {getattr(user, 'username', 'system')} to quota {quota.name}"),
+        job_event(job, EventKind.QUEUED, "queuing"),
+    ]
+    # What the caller shows next (the API answers with the job's detail) is in hand: no re-read.
+    job._prefetched_objects_cache = {"roles": role_rows, "pods": [], "events": events}
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
     wake_scheduler_on_commit()
     return job
