@@ -41,6 +41,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--submissions", type=int, default=1500)
     parser.add_argument("--max-seconds", type=float, default=120)
     parser.add_argument("--warmup", type=int, default=20, help="requests before timing (fills auth caches)")
+    parser.add_argument("--new-connections", action="store_true",
+                        help="a new connection per request (default: one keep-alive connection per client; "
+                        "a worker process keeps the connections it accepted, so their load is uneven)")
     return parser.parse_args()
 
 
@@ -51,7 +54,8 @@ class Run:
         self.args = args
         self.target = urllib.parse.urlsplit(args.url)
         auth = "Basic " + base64.b64encode(f"{args.user}:{args.password}".encode()).decode()
-        self.headers = {"Authorization": auth, "Content-Type": "application/json", "Connection": "keep-alive"}
+        self.headers = {"Authorization": auth, "Content-Type": "application/json",
+                        "Connection": "close" if args.new_connections else "keep-alive"}
         self.counter = iter(range(10**9))
         self.lock = threading.Lock()
         self.latencies: list[float] = []
@@ -86,6 +90,8 @@ class Run:
                 response = connection.getresponse()
                 response.read()
                 status = response.status
+                if self.args.new_connections:
+                    connection.close()
             except Exception as error:  # count it, reconnect, go on
                 status = 0
                 with self.lock:
@@ -119,6 +125,7 @@ def main() -> int:
     created = statuses.get(201, 0)
     result = {
         "clients": args.clients,
+        "connections": "new per request" if args.new_connections else "keep-alive",
         "requests": len(latencies),
         "created": created,
         "statuses": statuses,

@@ -190,10 +190,22 @@ def job_submit(
         job_event(job, EventKind.QUEUED, "queuing"),
     ]
     # What the caller shows next (the API answers with the job's detail) is in hand: no re-read.
-    job._prefetched_objects_cache = {"roles": role_rows, "pods": [], "events": events}
+    _prefetched(job, roles=role_rows, pods=[], events=events)
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
     wake_scheduler_on_commit()
     return job
+
+
+def _prefetched(job: Job, **related: list) -> None:
+    """Mark related rows as prefetched, the way prefetch_related stores them (a queryset holding its
+    results): `.all()` reads them without a query; any other queryset method queries as usual."""
+    cache = getattr(job, "_prefetched_objects_cache", {})
+    for name, rows in related.items():
+        queryset = getattr(job, name).get_queryset()
+        queryset._result_cache = list(rows)
+        queryset._prefetch_done = True
+        cache[name] = queryset
+    job._prefetched_objects_cache = cache
 
 
 def job_can_stop(job: Job) -> bool:
