@@ -26,7 +26,7 @@
 | TIDEPOOL_MAX_BODY_BYTES | 1048576 | Largest request body (DATA_UPLOAD_MAX_MEMORY_SIZE); larger ones get 413/400 unread. |
 | TIDEPOOL_PASSWORD_ITERATIONS | 1000000 | PBKDF2 iterations of password hashes (Django's default); each login or Basic request pays them. |
 | TIDEPOOL_BASIC_AUTH_CACHE_SECONDS | 60 | How long the API remembers a correct HTTP Basic password per process (0: never). |
-| TIDEPOOL_REDIS_SOCKET_TIMEOUT | 30 | Channel layer's Redis read timeout; must exceed channels-redis's 5 s blocking read. |
+| TIDEPOOL_REDIS_SOCKET_TIMEOUT | 5 | Channel layer's Redis read timeout; must exceed its 2 s blocking read (config/channel_layer.py). |
 
 Node workers (`celery -A config worker -Q node.<name>`) also read:
 
@@ -198,22 +198,17 @@ LOGIN_REDIRECT_URL = "console:jobs"
 LOGOUT_REDIRECT_URL = "login"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
-# channels-redis waits for messages with a 5 s blocking read (BZPOPMIN); redis-py ≥ 6 gives every
-# connection a 5 s socket timeout by default, so an idle websocket's read raced its own timeout and
-# the socket dropped every ~5 s. The read timeout must stay above the blocking read.
-TIDEPOOL_REDIS_SOCKET_TIMEOUT = float(os.environ.get("TIDEPOOL_REDIS_SOCKET_TIMEOUT", "30"))
+# channels-redis waits for messages with a blocking read (BZPOPMIN, 5 s by default); redis-py ≥ 6
+# gives every connection a 5 s socket timeout, so an idle websocket's read raced its own timeout and
+# the socket dropped every ~5 s. config/channel_layer.py shortens the blocking read to 2 s; the read
+# timeout below must stay above it.
+TIDEPOOL_REDIS_SOCKET_TIMEOUT = float(os.environ.get("TIDEPOOL_REDIS_SOCKET_TIMEOUT", "5"))
 
 
 def redis_channel_layers(url: str, socket_timeout: float = TIDEPOOL_REDIS_SOCKET_TIMEOUT) -> dict:
-    """The Redis channel layer with read timeouts that outlast channels-redis's blocking read."""
-    host = {
-        "address": url,
-        "socket_timeout": socket_timeout,
-        "socket_connect_timeout": 5,
-        "socket_keepalive": True,
-        "health_check_interval": 15,
-    }
-    return {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [host]}}}
+    """The Redis channel layer with a blocking read that ends well before the socket's read timeout."""
+    host = {"address": url, "socket_timeout": socket_timeout, "socket_connect_timeout": 5}
+    return {"default": {"BACKEND": "config.channel_layer.TidepoolRedisChannelLayer", "CONFIG": {"hosts": [host]}}}
 
 
 if REDIS_URL:
