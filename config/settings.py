@@ -29,6 +29,14 @@
 | TIDEPOOL_METRICS_ALLOW | 127.0.0.1/32,::1/128 | Networks that may scrape /metrics without the token. |
 | TIDEPOOL_SCHEDULER_METRICS_PORT | (unset) | `run_scheduler` serves its cycle histogram (Prometheus) on this port. |
 | TIDEPOOL_SCHEDULER_METRICS_ADDR | 127.0.0.1 | The address that port listens on. |
+| TIDEPOOL_DB_POOL | 0 | 1: a PostgreSQL connection pool per process (psycopg_pool); production serving sets it. |
+| TIDEPOOL_DB_POOL_SIZE | 8 | Most pooled connections per process. |
+| TIDEPOOL_WEB_CONCURRENCY | 4 | HTTP requests inside Django at once per web process; others wait their turn (0: no limit). |
+| STATIC_ROOT | <project>/staticfiles | Where `collectstatic` puts files (served by WhiteNoise when DEBUG=0). |
+| TIDEPOOL_MAX_BODY_BYTES | 1048576 | Largest request body (DATA_UPLOAD_MAX_MEMORY_SIZE); larger ones get 413/400 unread. |
+| TIDEPOOL_PASSWORD_ITERATIONS | 1000000 | PBKDF2 iterations of password hashes (Django's default); each login or Basic request pays them. |
+| TIDEPOOL_BASIC_AUTH_CACHE_SECONDS | 60 | How long the API remembers a correct HTTP Basic password per process (0: never). |
+| TIDEPOOL_REDIS_SOCKET_TIMEOUT | 5 | Channel layer's Redis read timeout; must exceed its 2 s blocking read (config/channel_layer.py). |
 
 Node workers (`celery -A config worker -Q node.<name>`) also read:
 
@@ -151,8 +159,33 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 elif DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql"):
     # One test database per test process, so two runs on one server never share one.
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
+    if env_bool("TIDEPOOL_DB_POOL", False):
+        # Under ASGI each request runs in a thread of its own, so without a pool every request opens
+        # (and PostgreSQL forks) a new connection. A pool per process keeps them open.
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1,
+            "max_size": int(os.environ.get("TIDEPOOL_DB_POOL_SIZE", "8")),
+            "timeout": 30,
+        }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# PBKDF2 with an operator-set iteration count (config/hashers.py). Hashes made with another count
+# still verify and are re-hashed at the next login.
+TIDEPOOL_PASSWORD_ITERATIONS = int(os.environ.get("TIDEPOOL_PASSWORD_ITERATIONS", "1000000"))
+PASSWORD_HASHERS = [
+    "config.hashers.TidepoolPBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+    "django.contrib.auth.hashers.Argon2PasswordHasher",
+    "django.contrib.auth.hashers.BCryptSHA256PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
+]
+
+# Request bodies: refused past this size (Django's forms, the API's JSON parser, and config/asgi.py
+# before the body is read at all).
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("TIDEPOOL_MAX_BODY_BYTES", str(1024 * 1024)))
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -165,7 +198,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT") or BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -178,10 +211,21 @@ LOGIN_REDIRECT_URL = "console:jobs"
 LOGOUT_REDIRECT_URL = "login"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# channels-redis waits for messages with a blocking read (BZPOPMIN, 5 s by default); redis-py ≥ 6
+# gives every connection a 5 s socket timeout, so an idle websocket's read raced its own timeout and
+# the socket dropped every ~5 s. config/channel_layer.py shortens the blocking read to 2 s; the read
+# timeout below must stay above it.
+TIDEPOOL_REDIS_SOCKET_TIMEOUT = float(os.environ.get("TIDEPOOL_REDIS_SOCKET_TIMEOUT", "5"))
+
+
+def redis_channel_layers(url: str, socket_timeout: float = TIDEPOOL_REDIS_SOCKET_TIMEOUT) -> dict:
+    """The Redis channel layer with a blocking read that ends well before the socket's read timeout."""
+    host = {"address": url, "socket_timeout": socket_timeout, "socket_connect_timeout": 5}
+    return {"default": {"BACKEND": "config.channel_layer.TidepoolRedisChannelLayer", "CONFIG": {"hosts": [host]}}}
+
+
 if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
-    }
+    CHANNEL_LAYERS = redis_channel_layers(REDIS_URL)
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
@@ -202,8 +246,14 @@ CELERY_WORKER_CONCURRENCY = int(os.environ.get("TIDEPOOL_WORKER_CONCURRENCY", "4
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
+        "scheduler.api.authentication.CachedBasicAuthentication",
     ],
+    "DEFAULT_PARSER_CLASSES": [
+        "scheduler.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "EXCEPTION_HANDLER": "scheduler.api.parsers.exception_handler",
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
@@ -241,6 +291,9 @@ TIDEPOOL_RESTART_BACKOFF_CAP = float(os.environ.get("TIDEPOOL_RESTART_BACKOFF_CA
 TIDEPOOL_HANG_TIMEOUT = float(os.environ.get("TIDEPOOL_HANG_TIMEOUT", "0"))
 TIDEPOOL_METRICS_TOKEN = os.environ.get("TIDEPOOL_METRICS_TOKEN", "")
 TIDEPOOL_METRICS_ALLOW = env_list("TIDEPOOL_METRICS_ALLOW", "127.0.0.1/32,::1/128")
+# HTTP requests inside Django at once per web process (config/asgi.py); below the pool size.
+TIDEPOOL_WEB_CONCURRENCY = int(os.environ.get("TIDEPOOL_WEB_CONCURRENCY", "4"))
+TIDEPOOL_BASIC_AUTH_CACHE_SECONDS = float(os.environ.get("TIDEPOOL_BASIC_AUTH_CACHE_SECONDS", "60"))
 TIDEPOOL_DATA_DIR = Path(os.environ.get("TIDEPOOL_DATA_DIR", str(BASE_DIR / "var")))
 # None: derived from TIDEPOOL_DATA_DIR where used (scheduler/paths.py).
 TIDEPOOL_CHECKPOINT_ROOT = Path(os.environ["TIDEPOOL_CHECKPOINT_ROOT"]) if os.environ.get("TIDEPOOL_CHECKPOINT_ROOT") else None
@@ -291,6 +344,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
+        # Server errors with their traceback (Django's default only mails them when DEBUG=0).
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "tidepool": {
             "handlers": ["console"],
             "level": os.environ.get("TIDEPOOL_LOG_LEVEL", "INFO"),

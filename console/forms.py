@@ -18,10 +18,10 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.forms import BaseFormSet, formset_factory
 
+from scheduler import validation as v
 from scheduler.models import GRACE_SECONDS_MAX, IdleMode, Job, JobType, ResourceQuota, ResourceType, Workspace
 from scheduler.paths import default_checkpoint_dir
 from scheduler.selectors import QuotaChoice, gpu_models_by_pool, quota_choices, user_workspaces
-from scheduler.services.jobs import NAME_PATTERN
 from scheduler.services.quotas import pool_share_per_gpu
 
 ENV_LINE = re.compile(r"^\s*([^=\s]+)\s*=(.*)$")
@@ -35,6 +35,23 @@ IDLE_MODE_HELP: dict[str, str] = {
     ),
     IdleMode.ONLY: "Run only on idle resources: always Not in Quota, and preempted whenever an owner reclaims them.",
 }
+
+
+class AsciiNumberMixin:
+    """Numbers typed with ASCII digits only: Python reads "١" as 1 and "²" as a digit."""
+
+    def to_python(self, value: Any) -> Any:
+        if isinstance(value, str) and not value.isascii():
+            raise ValidationError(self.error_messages["invalid"], code="invalid")
+        return super().to_python(value)
+
+
+class AsciiIntegerField(AsciiNumberMixin, forms.IntegerField):
+    pass
+
+
+class AsciiDecimalField(AsciiNumberMixin, forms.DecimalField):
+    pass
 
 
 class IdleModeSelect(forms.RadioSelect):
@@ -71,7 +88,7 @@ class JobSubmitForm(forms.Form):
 
     token = forms.UUIDField(widget=forms.HiddenInput)
     name = forms.CharField(
-        max_length=100,
+        max_length=v.NAME_LENGTHS["job"],
         help_text="Lowercase letters, digits and dashes, e.g. bert-large-finetune.",
         widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
     )
@@ -83,6 +100,7 @@ class JobSubmitForm(forms.Form):
         help_text="Container image, e.g. pytorch/pytorch:2.4.0-cuda12.4 (recorded with the job).",
     )
     command = forms.CharField(
+        max_length=v.MAX_COMMAND_CHARS,
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
         help_text="Run with /bin/sh -c in each instance. RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and "
         "CUDA_VISIBLE_DEVICES are set for you.",
@@ -107,10 +125,11 @@ class JobSubmitForm(forms.Form):
     idle_mode = forms.ChoiceField(
         label="Idle Resources", choices=IdleMode.choices, initial=IdleMode.OFF, widget=IdleModeSelect
     )
-    max_running_minutes = forms.IntegerField(
+    max_running_minutes = AsciiIntegerField(
         label="Maximum running time (minutes)",
         required=False,
         min_value=1,
+        max_value=v.MAX_RUNNING_MINUTES,
         help_text="Empty: no limit. The job is stopped when it has run this long.",
     )
     fault_tolerance = forms.BooleanField(
@@ -118,13 +137,14 @@ class JobSubmitForm(forms.Form):
         required=False,
         help_text="Restart the job automatically after a preemption, a failed instance or a lost node.",
     )
-    max_restarts = forms.IntegerField(
-        label="Max restarts", min_value=0, initial=3,
+    max_restarts = AsciiIntegerField(
+        label="Max restarts", min_value=0, max_value=v.MAX_RESTARTS, initial=3,
         help_text="Restarts after failures (a failed instance, a lost node, a hang), each after a backoff. "
         "Preemptions use none: a preempted job resumes at once.",
     )
-    grace_seconds = forms.FloatField(
-        label="Grace period (seconds)", required=False, min_value=0, max_value=GRACE_SECONDS_MAX,
+    grace_seconds = AsciiDecimalField(
+        label="Grace period (seconds)", required=False, min_value=0, max_value=GRACE_SECONDS_MAX, max_digits=9,
+        decimal_places=3,
         help_text=f"Between SIGTERM and SIGKILL when the job is preempted or stopped: time to save a checkpoint "
         f"(0–{GRACE_SECONDS_MAX:,}). Empty: the cluster default.",
     )
@@ -149,14 +169,17 @@ class JobSubmitForm(forms.Form):
     def clean_name(self) -> str:
         # The service checks this too; checking here as well shows it together with the other errors.
         name = self.cleaned_data["name"].strip()
-        if not NAME_PATTERN.match(name):
-            raise ValidationError(
-                "A job name is 1–100 lowercase letters, digits or dashes, starting and ending with a letter or digit."
-            )
+        problem = v.name_problem(name, "job")
+        if problem:
+            raise ValidationError(problem)
         return name
 
     def clean_environment(self) -> dict[str, str]:
-        return parse_environment(self.cleaned_data.get("environment") or "")
+        env = parse_environment(self.cleaned_data.get("environment") or "")
+        try:
+            return v.check_environment(env)
+        except ValidationError as error:
+            raise ValidationError(error.message_dict["environment"]) from None
 
     def quota_object(self) -> ResourceQuota | None:
         quota_id = self.cleaned_data.get("quota")
@@ -219,20 +242,31 @@ class JobSubmitForm(forms.Form):
 class RoleForm(forms.Form):
     """One role (e.g. master, worker): instance count and per-instance resources."""
 
-    name = forms.CharField(max_length=32, initial="worker")
-    pod_count = forms.IntegerField(label="Instances", min_value=1, initial=1)
+    name = forms.CharField(max_length=v.NAME_LENGTHS["role"], initial="worker")
+    pod_count = AsciiIntegerField(label="Instances", min_value=1, max_value=v.MAX_PODS_PER_JOB, initial=1)
     gpu_type = forms.ChoiceField(label="GPU model", required=False)
-    gpus = forms.IntegerField(label="GPUs", min_value=0, initial=1, help_text="Per instance: at least 1, or 0 CPU-only.")
+    gpus = AsciiIntegerField(label="GPUs", min_value=0, max_value=v.MAX_GPUS_PER_POD, initial=1,
+                             help_text="Per instance: at least 1, or 0 CPU-only.")
     cpu_only = forms.BooleanField(label="CPU-only", required=False, help_text="This role runs without GPUs.")
-    cpu = forms.DecimalField(label="CPU cores", min_value=0, max_digits=10, decimal_places=3, initial=4)
-    memory_gib = forms.DecimalField(label="Memory (GiB)", min_value=0, max_digits=12, decimal_places=3, initial=32)
-    shared_memory_gib = forms.DecimalField(
-        label="Shared mem (GiB)", min_value=0, max_digits=12, decimal_places=3, initial=8
+    cpu = AsciiDecimalField(label="CPU cores", min_value=0, max_value=v.MAX_CPU_PER_POD, max_digits=10,
+                             decimal_places=3, initial=4)
+    memory_gib = AsciiDecimalField(label="Memory (GiB)", min_value=0, max_value=v.MAX_MEMORY_GIB_PER_POD,
+                                    max_digits=12, decimal_places=3, initial=32)
+    shared_memory_gib = AsciiDecimalField(
+        label="Shared mem (GiB)", min_value=0, max_value=v.MAX_MEMORY_GIB_PER_POD, max_digits=12,
+        decimal_places=3, initial=8,
     )
 
     def __init__(self, *args: Any, gpu_models: Iterable[tuple[str, str]] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["gpu_type"].choices = [("", "Any model"), *gpu_models]
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        problem = v.name_problem(name, "role")
+        if problem:
+            raise ValidationError(problem)
+        return name
 
     def as_service_role(self) -> dict[str, Any]:
         data = self.cleaned_data
@@ -254,7 +288,8 @@ class BaseRoleFormSet(BaseFormSet):
 
 
 RoleFormSet = formset_factory(
-    RoleForm, formset=BaseRoleFormSet, extra=0, min_num=1, validate_min=True, max_num=8, validate_max=True
+    RoleForm, formset=BaseRoleFormSet, extra=0, min_num=1, validate_min=True, max_num=v.MAX_ROLES,
+    validate_max=True, absolute_max=v.MAX_ROLES,
 )
 
 
@@ -332,7 +367,7 @@ class GpuCountsField(forms.MultiValueField):
     def __init__(self, models: list[str], *, uncapped_when_empty: bool, **kwargs: Any) -> None:
         self.models = models
         self.uncapped_when_empty = uncapped_when_empty
-        fields = [forms.IntegerField(min_value=0, required=False) for _ in models]
+        fields = [AsciiIntegerField(min_value=0, max_value=v.MAX_QUOTA_GPUS, required=False) for _ in models]
         super().__init__(fields, widget=GpuCountsWidget(models), require_all_fields=False, required=False, **kwargs)
 
     def compress(self, values: list[int | None]) -> dict[str, int] | None:
@@ -365,22 +400,22 @@ class QuotaForm(forms.Form):
     """A quota of the tree. The tree's invariants (children within the parent, min ≤ max, one pool
     per tree, GPU models of the pool) are checked by the quota services."""
 
-    name = forms.SlugField(max_length=64)
+    name = forms.SlugField(max_length=v.NAME_LENGTHS["quota"], help_text=v.name_rule("quota"))
     description = forms.CharField(max_length=200, required=False)
     resource_type = forms.ChoiceField(
         label="Resource type", choices=[("", "— the parent's (a root: General) —"), *ResourceType.choices],
         required=False, help_text="A child quota is in its parent's pool: leave it empty, or state the same.",
     )
     parent = forms.ModelChoiceField(queryset=ResourceQuota.objects.none(), required=False, empty_label="— root —")
-    min_cpu = forms.DecimalField(label="Min CPU cores", min_value=0, max_digits=10, decimal_places=3, required=False)
-    min_memory_gib = forms.DecimalField(
+    min_cpu = AsciiDecimalField(label="Min CPU cores", min_value=0, max_digits=10, decimal_places=3, required=False)
+    min_memory_gib = AsciiDecimalField(
         label="Min memory (GiB)", min_value=0, max_digits=12, decimal_places=3, required=False
     )
-    max_cpu = forms.DecimalField(
+    max_cpu = AsciiDecimalField(
         label="Max CPU cores", min_value=0, max_digits=10, decimal_places=3, required=False,
         help_text="Empty: not capped.",
     )
-    max_memory_gib = forms.DecimalField(
+    max_memory_gib = AsciiDecimalField(
         label="Max memory (GiB)", min_value=0, max_digits=12, decimal_places=3, required=False,
         help_text="Empty: not capped.",
     )
@@ -427,6 +462,12 @@ class QuotaForm(forms.Form):
         self.fields["parent"].queryset = parents
         self.fields["workspaces"].queryset = Workspace.objects.order_by("name")
 
+    def clean_name(self) -> str:
+        problem = v.name_problem(self.cleaned_data["name"], "quota")
+        if problem:
+            raise ValidationError(problem)
+        return self.cleaned_data["name"]
+
     def service_fields(self) -> dict[str, Any]:
         data = self.cleaned_data
         return {
@@ -462,3 +503,9 @@ class WorkspaceForm(forms.ModelForm):
         self.fields["quotas"].queryset = ResourceQuota.objects.order_by("resource_type", "name")
         if self.instance.pk:
             self.fields["quotas"].initial = list(self.instance.quotas.values_list("pk", flat=True))
+
+    def clean_name(self) -> str:
+        problem = v.name_problem(self.cleaned_data["name"], "workspace")
+        if problem:
+            raise ValidationError(problem)
+        return self.cleaned_data["name"]

@@ -26,6 +26,7 @@ from scheduler.selectors import (
     with_row_data,
 )
 from scheduler.states import JOB_STATUS_VALUES, JobStatus
+from scheduler.validation import parse_id
 
 PER_PAGE = 50
 ROW_TEMPLATE = "console/_job_row.html"
@@ -50,10 +51,8 @@ SORT_CHOICES: list[tuple[str, str]] = [
 
 
 def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value not in (None, "") else None
-    except ValueError:
-        return None
+    """An id or page number from the URL; a malformed one (e.g. "²", 2⁶⁴) is ignored."""
+    return parse_id(value)
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ class JobListQuery:
                 workspace_id=_int(first("workspace")),
                 idle_mode=idle_mode,
                 mine=first("mine") in {"1", "on", "true"},
-                name=first("q")[:100],
+                name=first("q").replace("\x00", "")[:100],
             ),
             sort=sort if sort in JOB_SORTS else DEFAULT_JOB_SORT,
             page=max(1, page),

@@ -1,6 +1,9 @@
 from django.urls import path, re_path
 
 from console import api_pages, assets, views
+from scheduler.validation import register_id_converter
+
+register_id_converter()
 
 app_name = "console"
 
@@ -8,18 +11,18 @@ urlpatterns = [
     path("", views.DashboardView.as_view(), name="dashboard"),
     path("jobs/", views.JobListView.as_view(), name="jobs"),
     path("jobs/new/", views.JobSubmitView.as_view(), name="job_new"),
-    path("jobs/<int:pk>/", views.JobDetailView.as_view(), name="job_detail"),
-    path("jobs/<int:pk>/stop/", views.JobActionView.as_view(action="stop"), name="job_stop"),
-    path("jobs/<int:pk>/restart/", views.JobActionView.as_view(action="restart"), name="job_restart"),
+    path("jobs/<id:pk>/", views.JobDetailView.as_view(), name="job_detail"),
+    path("jobs/<id:pk>/stop/", views.JobActionView.as_view(action="stop"), name="job_stop"),
+    path("jobs/<id:pk>/restart/", views.JobActionView.as_view(action="restart"), name="job_restart"),
     path("quotas/", views.QuotaListView.as_view(), name="quotas"),
     path("quotas/new/", views.QuotaFormView.as_view(), name="quota_new"),
-    path("quotas/<int:pk>/edit/", views.QuotaFormView.as_view(), name="quota_edit"),
-    path("quotas/<int:pk>/delete/", views.QuotaDeleteView.as_view(), name="quota_delete"),
+    path("quotas/<id:pk>/edit/", views.QuotaFormView.as_view(), name="quota_edit"),
+    path("quotas/<id:pk>/delete/", views.QuotaDeleteView.as_view(), name="quota_delete"),
     path("workspaces/new/", views.WorkspaceFormView.as_view(), name="workspace_new"),
-    path("workspaces/<int:pk>/edit/", views.WorkspaceFormView.as_view(), name="workspace_edit"),
+    path("workspaces/<id:pk>/edit/", views.WorkspaceFormView.as_view(), name="workspace_edit"),
     path("nodes/", views.NodeListView.as_view(), name="nodes"),
     path("tokens/", api_pages.TokenListView.as_view(), name="tokens"),
-    path("tokens/<int:pk>/revoke/", api_pages.TokenRevokeView.as_view(), name="token_revoke"),
-    path("nodes/<int:pk>/<slug:action>/", views.NodeActionView.as_view(), name="node_action"),
+    path("tokens/<id:pk>/revoke/", api_pages.TokenRevokeView.as_view(), name="token_revoke"),
+    path("nodes/<id:pk>/<slug:action>/", views.NodeActionView.as_view(), name="node_action"),
     re_path(r"^assets/plotly-(?P<version>[0-9A-Za-z.+-]+)\.min\.js$", assets.plotly_js, name="plotly_js"),
 ]

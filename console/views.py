@@ -57,6 +57,7 @@ from scheduler.services.lifecycle import grace_seconds
 from scheduler.services.nodes import node_drain, node_set_schedulable
 from scheduler.services.quotas import quota_create, quota_delete, quota_update
 from scheduler.states import FINAL_JOB_STATUSES, LIVE_POD_STATUSES
+from scheduler.validation import parse_id
 
 log = logging.getLogger("tidepool.console")
 
@@ -216,10 +217,10 @@ class JobSubmitView(LoginRequiredMixin, View):
 
 
 def _int_or_404(value: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise Http404("No such job.") from None
+    number = parse_id(value)
+    if number is None:
+        raise Http404("No such job.")
+    return number
 
 
 def job_live_context(job: Job) -> dict[str, Any]:

@@ -28,8 +28,9 @@ from scheduler.states import (
     PodStatus,
     choices,
 )
+from scheduler.validation import MAX_GRACE_SECONDS
 
-GRACE_SECONDS_MAX = 3600  # the longest grace period a job may ask for (SIGTERM → SIGKILL)
+GRACE_SECONDS_MAX = MAX_GRACE_SECONDS  # the longest grace period a job may ask for (SIGTERM → SIGKILL)
 
 
 class ResourceType(models.TextChoices):

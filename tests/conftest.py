@@ -35,9 +35,13 @@ def postgres_db(db):
     return connection
 
 
+# Unset REDIS_URL: a database of its own (15), never db 0 that a local console or another run uses.
+DEFAULT_TEST_REDIS_URL = "redis://127.0.0.1:6379/15"
+
+
 @pytest.fixture
 def redis_url():
-    url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    url = os.environ.get("REDIS_URL") or DEFAULT_TEST_REDIS_URL
     host_port = url.split("://", 1)[1].split("/", 1)[0].rsplit("@", 1)[-1]
     host, _, port = host_port.partition(":")
     if not _answers(host or "127.0.0.1", int(port or 6379)):

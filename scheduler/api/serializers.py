@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 
+from scheduler import validation as v
 from scheduler.models import IdleMode, Job, JobType, Pod, ResourceQuota, ResourceType, Workspace
 from scheduler.selectors import NodeGrid, QuotaUsage
 from scheduler.services.lifecycle import grace_seconds
@@ -144,38 +146,83 @@ class JobDetailSerializer(JobSerializer):
     preemptions = PreemptionSerializer(many=True, source="preemptions.all")
 
 
+class StrictIntegerField(serializers.IntegerField):
+    """DRF's IntegerField, but ASCII digits only ("١" is not 1) and never a boolean."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or (isinstance(data, str) and not data.strip().lstrip("+-").isascii()):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def _name_validator(kind: str):
+    def check(value: str) -> None:
+        problem = v.name_problem(value, kind)
+        if problem:
+            raise serializers.ValidationError(problem)
+
+    return check
+
+
+def _gpu_counts(**kwargs: Any) -> serializers.DictField:
+    return serializers.DictField(child=StrictIntegerField(min_value=0, max_value=v.MAX_QUOTA_GPUS), **kwargs)
+
+
+def _validate_gpu_models(value: dict[str, int] | None) -> dict[str, int] | None:
+    for model in value or {}:
+        problem = v.gpu_model_problem(model)
+        if problem:
+            raise serializers.ValidationError(problem)
+    return value
+
+
 class RoleInputSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=32, default="worker")
-    pod_count = serializers.IntegerField(default=1)
-    gpu_type = serializers.CharField(max_length=32, allow_blank=True, default="")
-    gpus = serializers.IntegerField(allow_null=True, default=None)  # None: 1, or 0 for a CPU-only role
+    name = serializers.CharField(max_length=v.NAME_LENGTHS["role"], default="worker",
+                                 validators=[_name_validator("role")])
+    pod_count = StrictIntegerField(default=1, min_value=1, max_value=v.MAX_PODS_PER_JOB)
+    gpu_type = serializers.CharField(max_length=v.MAX_GPU_MODEL_CHARS, allow_blank=True, default="")
+    # None: 1, or 0 for a CPU-only role
+    gpus = StrictIntegerField(allow_null=True, default=None, min_value=0, max_value=v.MAX_GPUS_PER_POD)
     cpu_only = serializers.BooleanField(default=False)
-    cpu = serializers.DecimalField(max_digits=10, decimal_places=3, default=0)
-    memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, default=0)
-    shared_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, default=0)
+    cpu = serializers.DecimalField(max_digits=10, decimal_places=3, default=0, min_value=0,
+                                   max_value=v.MAX_CPU_PER_POD)
+    memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, default=0, min_value=0,
+                                          max_value=v.MAX_MEMORY_GIB_PER_POD)
+    shared_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, default=0, min_value=0,
+                                                 max_value=v.MAX_MEMORY_GIB_PER_POD)
 
 
 class JobSubmitSerializer(serializers.Serializer):
-    """POST /api/jobs/. `workspace` and `quota` are names (or ids)."""
+    """POST /api/jobs/. `workspace` and `quota` are names (or ids). Bounds: scheduler.validation."""
 
-    name = serializers.CharField(max_length=100)
-    workspace = serializers.CharField()
-    quota = serializers.CharField()
-    command = serializers.CharField()
-    roles = RoleInputSerializer(many=True)
+    name = serializers.CharField(max_length=v.NAME_LENGTHS["job"], validators=[_name_validator("job")])
+    workspace = serializers.CharField(max_length=v.NAME_LENGTHS["workspace"])
+    quota = serializers.CharField(max_length=v.NAME_LENGTHS["quota"])
+    command = serializers.CharField(max_length=v.MAX_COMMAND_CHARS)
+    roles = RoleInputSerializer(many=True, max_length=v.MAX_ROLES)
     job_type = serializers.ChoiceField(choices=JobType.choices, default=JobType.PYTORCH)
-    image = serializers.CharField(max_length=255, allow_blank=True, default="")
-    environment = serializers.DictField(child=serializers.CharField(allow_blank=True), default=dict)
-    data_mount = serializers.CharField(max_length=255, allow_blank=True, default="")
-    code_mount = serializers.CharField(max_length=255, allow_blank=True, default="")
-    priority = serializers.IntegerField(default=1)
+    image = serializers.CharField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
+    environment = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, max_length=v.MAX_ENV_VALUE_CHARS), default=dict
+    )
+    data_mount = serializers.CharField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
+    code_mount = serializers.CharField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
+    priority = StrictIntegerField(default=1, min_value=v.MIN_PRIORITY, max_value=v.MAX_PRIORITY)
     idle_mode = serializers.ChoiceField(choices=IdleMode.choices, default=IdleMode.OFF)
-    max_running_minutes = serializers.IntegerField(allow_null=True, default=None)
+    max_running_minutes = StrictIntegerField(allow_null=True, default=None, min_value=1,
+                                             max_value=v.MAX_RUNNING_MINUTES)
     fault_tolerance = serializers.BooleanField(default=False)
-    max_restarts = serializers.IntegerField(default=3)
-    checkpoint_dir = serializers.CharField(max_length=255, allow_blank=True, default="")
-    grace_seconds = serializers.FloatField(allow_null=True, default=None)  # None: the cluster default
-    resource_type = serializers.CharField(allow_blank=True, allow_null=True, default=None)  # the quota's pool
+    max_restarts = StrictIntegerField(default=3, min_value=0, max_value=v.MAX_RESTARTS)
+    checkpoint_dir = serializers.CharField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
+    grace_seconds = serializers.FloatField(allow_null=True, default=None, min_value=0,  # None: the cluster default
+                                           max_value=v.MAX_GRACE_SECONDS)
+    resource_type = serializers.CharField(allow_blank=True, allow_null=True, default=None, max_length=16)
+
+    def validate_environment(self, value: dict[str, str]) -> dict[str, str]:
+        try:
+            return v.check_environment(value)
+        except DjangoValidationError as error:
+            raise serializers.ValidationError(error.message_dict["environment"]) from None
 
 
 class QuotaSerializer(serializers.Serializer):
@@ -225,19 +272,27 @@ class QuotaSerializer(serializers.Serializer):
 class QuotaWriteSerializer(serializers.Serializer):
     """POST / PATCH /api/quotas/. `parent` and `workspaces` are names."""
 
-    name = serializers.CharField(max_length=64)
+    name = serializers.CharField(max_length=v.NAME_LENGTHS["quota"], validators=[_name_validator("quota")])
     description = serializers.CharField(max_length=200, allow_blank=True, required=False)
     # Left out: the parent's pool (a root: general); stated, it must be the parent's.
     resource_type = serializers.ChoiceField(choices=ResourceType.choices, required=False)
-    parent = serializers.CharField(allow_null=True, allow_blank=True, required=False)
-    min_gpus = serializers.DictField(child=serializers.IntegerField(min_value=0), required=False)
+    parent = serializers.CharField(max_length=v.NAME_LENGTHS["quota"], allow_null=True, allow_blank=True,
+                                   required=False)
+    min_gpus = _gpu_counts(required=False)
     # Left out on create, or null: in proportion to min_gpus (the pool's CPU and memory per GPU).
-    min_cpu = serializers.DecimalField(max_digits=10, decimal_places=3, allow_null=True, required=False)
-    min_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, allow_null=True, required=False)
-    max_gpus = serializers.DictField(child=serializers.IntegerField(min_value=0), allow_null=True, required=False)
-    max_cpu = serializers.DecimalField(max_digits=10, decimal_places=3, allow_null=True, required=False)
-    max_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, allow_null=True, required=False)
-    workspaces = serializers.ListField(child=serializers.CharField(), required=False)
+    min_cpu = serializers.DecimalField(max_digits=10, decimal_places=3, min_value=0, allow_null=True, required=False)
+    min_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, min_value=0, allow_null=True,
+                                              required=False)
+    max_gpus = _gpu_counts(allow_null=True, required=False)
+    max_cpu = serializers.DecimalField(max_digits=10, decimal_places=3, min_value=0, allow_null=True,
+                                       required=False)
+    max_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, min_value=0, allow_null=True,
+                                              required=False)
+    workspaces = serializers.ListField(child=serializers.CharField(max_length=v.NAME_LENGTHS["workspace"]),
+                                       max_length=1000, required=False)
+
+    validate_min_gpus = staticmethod(_validate_gpu_models)
+    validate_max_gpus = staticmethod(_validate_gpu_models)
 
     def validate_parent(self, value: str | None) -> ResourceQuota | None:
         if not value:

@@ -31,31 +31,34 @@ def node_queue(node_name: str) -> str:
 
 
 class CeleryExecutor:
-    """Both messages are hints: each node worker reconciles its pods with the database on a short
-    period (scheduler/node/reconcile.py), so a message that cannot be sent (broker down) is logged
-    and dropped, never raised into the caller's after-commit hook. The rest of a batch is skipped
-    after the first failure: the broker is down for them too."""
+    """Both messages are hints, sent after commit: a broker that is down must not turn a committed
+    write into an error. A failed send is logged and the rest of the batch skipped (each try against
+    a dead broker costs about a second); the database already says what should run, so each node
+    worker's reconcile (scheduler/node/reconcile.py) catches up on its short period."""
 
     def launch(self, launches: list[tuple[Job, list[Pod]]]) -> None:
-        pods = [pod for _job, job_pods in launches for pod in job_pods]
-        for sent, pod in enumerate(pods):
+        sends = [
+            (pod.pk, pod.attempt, pod.node.name) for _job, pods in launches for pod in pods
+        ]
+        for done, (pod_id, attempt, node_name) in enumerate(sends):
             try:
-                current_app.send_task(RUN_POD_TASK, kwargs={"pod_id": pod.pk, "attempt": pod.attempt},
-                                      queue=node_queue(pod.node.name))
-            except Exception as error:
-                log.warning("could not send %d pod start(s) (%s): the nodes' reconcile will start them",
-                            len(pods) - sent, error)
+                current_app.send_task(RUN_POD_TASK, kwargs={"pod_id": pod_id, "attempt": attempt},
+                                      queue=node_queue(node_name))
+            except Exception:
+                log.warning("could not send the start of pod %s (attempt %s) to %s; %d start(s) not sent, "
+                            "left to the node's reconcile", pod_id, attempt, node_queue(node_name),
+                            len(sends) - done, exc_info=True)
                 return
 
     def terminate(self, refs: list[PodRef], *, grace_s: float, outcome: str) -> None:
-        for sent, (pod_id, attempt, node_name) in enumerate(refs):
+        for done, (pod_id, attempt, node_name) in enumerate(refs):
             try:
                 current_app.control.broadcast(
                     TERMINATE_COMMAND,
                     arguments={"node": node_name, "pod_id": pod_id, "attempt": attempt, "grace_s": grace_s,
                                "outcome": outcome},
                 )
-            except Exception as error:
-                log.warning("could not send %d termination(s) (%s): the nodes' reconcile will signal them",
-                            len(refs) - sent, error)
+            except Exception:
+                log.warning("could not signal pod %s (attempt %s) on %s; %d termination(s) not sent, left to "
+                            "the node's reconcile", pod_id, attempt, node_name, len(refs) - done, exc_info=True)
                 return

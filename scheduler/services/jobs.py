@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -12,32 +10,18 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from scheduler import validation
 from scheduler.engine.placement import unplaceable_reason
 from scheduler.engine.quota import effective_min
 from scheduler.engine.resources import amount_in_units, unit_name, vector
 from scheduler.engine_rows import engine_nodes_of_pool, engine_quota, role_pods
-from scheduler.models import GRACE_SECONDS_MAX, IdleMode, Job, JobRole, JobType, ResourceQuota, Workspace
+from scheduler.models import IdleMode, Job, JobRole, JobType, ResourceQuota, Workspace
 from scheduler.paths import clean_user_path, default_checkpoint_dir
 from scheduler.publish import publish_jobs_changed_on_commit, wake_scheduler_on_commit
 from scheduler.selectors import user_can_use_workspace
 from scheduler.services.events import job_event
 from scheduler.services.lifecycle import job_terminate
 from scheduler.states import FINAL_JOB_STATUSES, LIVE_POD_STATUSES, EventKind, JobStatus, PodOutcome
-
-NAME_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,98}[a-z0-9])?$")
-ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def _number(value: Any, field: str, *, whole: bool = False) -> Decimal:
-    try:
-        number = Decimal(str(value if value not in (None, "") else 0))
-    except (InvalidOperation, ValueError):
-        raise ValidationError({field: f"{field} must be a number, got {value!r}."}) from None
-    if number < 0:
-        raise ValidationError({field: f"{field} cannot be negative (got {number})."})
-    if whole and number != number.to_integral_value():
-        raise ValidationError({field: f"{field} must be a whole number (got {number})."})
-    return number
 
 
 def _flag(value: Any) -> bool:
@@ -48,7 +32,8 @@ def _role_gpus(role: Mapping[str, Any], prefix: str, name: str, cpu_only: bool) 
     """GPUs per instance: at least 1, unless the role is explicitly CPU-only (then none). Left out: 1
     (0 for a CPU-only role)."""
     raw = role.get("gpus")
-    gpus = int(_number(raw if raw not in (None, "") else (0 if cpu_only else 1), f"{prefix}.gpus", whole=True))
+    gpus = validation.whole_number(raw if raw not in (None, "") else (0 if cpu_only else 1), f"{prefix}.gpus",
+                                   low=0, high=validation.MAX_GPUS_PER_POD, label="GPUs per instance")
     if cpu_only and gpus:
         raise ValidationError({f"{prefix}.gpus": f"Role {name} is CPU-only but asks {gpus} GPU(s): "
                                "set GPUs to 0, or clear CPU-only."})
@@ -61,41 +46,67 @@ def _role_gpus(role: Mapping[str, Any], prefix: str, name: str, cpu_only: bool) 
 
 
 def clean_roles(roles: Sequence[Mapping[str, Any]]) -> list[JobRole]:
-    """Validate role dicts into unsaved JobRole rows. Field names in errors: roles[i].field."""
+    """Validate role dicts into unsaved JobRole rows. Field names in errors: roles[i].field.
+
+    Counts and sizes are bounded before anything is built from them (scheduler.validation), so a
+    pod count of 2³¹ is refused at once instead of expanding into 2³¹ pods.
+    """
     if not roles:
         raise ValidationError({"roles": "A job needs at least one role (e.g. worker × 1)."})
+    if isinstance(roles, Mapping | str) or not isinstance(roles, Sequence):
+        raise ValidationError({"roles": "Roles are a list, e.g. [{\"name\": \"worker\", \"pod_count\": 1}]."})
+    if len(roles) > validation.MAX_ROLES:
+        raise ValidationError({"roles": f"A job has at most {validation.MAX_ROLES} roles (got {len(roles)})."})
     cleaned: list[JobRole] = []
     seen: set[str] = set()
+    total_pods = 0
     for i, role in enumerate(roles):
         prefix = f"roles[{i}]"
-        name = str(role.get("name") or "").strip()
-        if not NAME_PATTERN.match(name) or len(name) > 32:
-            raise ValidationError({f"{prefix}.name": "A role name is 1–32 lowercase letters, digits or dashes."})
+        if not isinstance(role, Mapping):
+            raise ValidationError({prefix: "A role is a mapping of its fields."})
+        name = validation.check_name(str(role.get("name") or "").strip(), f"{prefix}.name", "role")
         if name in seen:
             raise ValidationError({f"{prefix}.name": f"Role {name} appears twice."})
         seen.add(name)
-        count = _number(role.get("pod_count", 1), f"{prefix}.pod_count", whole=True)
+        count = validation.whole_number(
+            role.get("pod_count", 1), f"{prefix}.pod_count", low=0, high=validation.MAX_PODS_PER_JOB,
+            label="The instance count",
+        )
         if count < 1:
             raise ValidationError({f"{prefix}.pod_count": f"Role {name} needs at least 1 instance (got {count})."})
         cpu_only = _flag(role.get("cpu_only"))
+        total_pods += count
+        if total_pods > validation.MAX_PODS_PER_JOB:
+            raise ValidationError(
+                {f"{prefix}.pod_count": f"A job has at most {validation.MAX_PODS_PER_JOB} instances in all roles."}
+            )
+        gpu_type = str(role.get("gpu_type") or "").strip()
+        if gpu_type and validation.gpu_model_problem(gpu_type):
+            raise ValidationError({f"{prefix}.gpu_type": validation.gpu_model_problem(gpu_type)})
         cleaned.append(
             JobRole(
                 order=i,
                 name=name,
-                pod_count=int(count),
-                gpu_type=str(role.get("gpu_type") or "").strip(),
+                pod_count=count,
+                gpu_type=gpu_type,
                 gpus=_role_gpus(role, prefix, name, cpu_only),
                 cpu_only=cpu_only,
-                cpu=_number(role.get("cpu", 0), f"{prefix}.cpu"),
-                memory_gib=_number(role.get("memory_gib", 0), f"{prefix}.memory_gib"),
-                shared_memory_gib=_number(role.get("shared_memory_gib", 0), f"{prefix}.shared_memory_gib"),
+                cpu=validation.amount(role.get("cpu"), f"{prefix}.cpu", high=validation.MAX_CPU_PER_POD,
+                                      label="CPU cores per instance"),
+                memory_gib=validation.amount(role.get("memory_gib"), f"{prefix}.memory_gib",
+                                             high=validation.MAX_MEMORY_GIB_PER_POD, label="Memory per instance"),
+                shared_memory_gib=validation.amount(role.get("shared_memory_gib"), f"{prefix}.shared_memory_gib",
+                                                    high=validation.MAX_MEMORY_GIB_PER_POD,
+                                                    label="Shared memory per instance"),
             )
         )
     return cleaned
 
 
 def check_fits_pool(*, quota: ResourceQuota, roles: Sequence[JobRole]) -> None:
-    """Refuse a job its pool could never run, even empty (e.g. 16 GPUs per pod, nodes have 8)."""
+    """Refuse a job its pool could never run, even empty (e.g. 16 GPUs per pod, nodes have 8): the
+    cluster's bound on every instance's GPUs, CPU and memory. The roles are bounded first (clean_roles),
+    so the pods built here are at most MAX_PODS_PER_JOB."""
     reason = unplaceable_reason(role_pods(roles), engine_nodes_of_pool(quota.resource_type), quota.resource_type)
     if reason:
         raise ValidationError({"roles": reason})
@@ -151,44 +162,31 @@ def _over_quota(request: Mapping[str, int], chain: Sequence[ResourceQuota], name
 
 def _check_settings(
     *, name: str, command: str, job_type: str, priority: Any, idle_mode: str,
-    environment: Mapping[str, str] | None, max_running_minutes: int | None, max_restarts: int,
-    grace_seconds: float | None,
-) -> tuple[int, dict[str, str]]:
-    """Validate a submission's own settings; returns the priority and environment, cleaned."""
-    if not NAME_PATTERN.match(name):
-        raise ValidationError(
-            {"name": "A job name is 1–100 lowercase letters, digits or dashes, starting and ending with a letter or digit."}
-        )
-    if not (command or "").strip():
+    environment: Mapping[str, str] | None, max_running_minutes: Any, max_restarts: Any,
+    grace_seconds: Any,
+) -> dict[str, Any]:
+    """Validate a submission's own settings (scheduler.validation's bounds); returns them cleaned."""
+    validation.check_name(name, "name", "job")
+    command = validation.check_text(command, "command", validation.MAX_COMMAND_CHARS)
+    if not command.strip():
         raise ValidationError({"command": "A job needs a command to run."})
     if job_type not in JobType.values:
         raise ValidationError({"job_type": f"Job type {job_type!r} is unknown: use one of {', '.join(JobType.values)}."})
-    try:
-        priority = int(priority)
-    except (TypeError, ValueError):
-        raise ValidationError({"priority": f"Priority must be a whole number from 1 to 9, got {priority!r}."}) from None
-    if not 1 <= priority <= 9:
-        raise ValidationError({"priority": f"Priority must be from 1 to 9 (got {priority})."})
     if idle_mode not in IdleMode.values:
         raise ValidationError({"idle_mode": f"Idle mode {idle_mode!r} is unknown: use off, acceptable or only."})
-    env = dict(environment or {})
-    for key, value in env.items():
-        if not ENV_NAME_PATTERN.match(str(key)):
-            raise ValidationError({"environment": f"{key!r} is not a valid environment variable name."})
-        env[key] = str(value)
-    if max_running_minutes is not None and int(max_running_minutes) < 1:
-        raise ValidationError({"max_running_minutes": "The maximum running time is at least 1 minute (or empty)."})
-    if int(max_restarts) < 0:
-        raise ValidationError({"max_restarts": f"Max restarts cannot be negative (got {max_restarts})."})
-    if grace_seconds is not None:
-        try:
-            grace = float(grace_seconds)
-        except (TypeError, ValueError):
-            raise ValidationError({"grace_seconds": f"The grace period is a number of seconds, got {grace_seconds!r}."}) from None
-        if not 0 <= grace <= GRACE_SECONDS_MAX:
-            raise ValidationError({"grace_seconds": f"The grace period is 0–{GRACE_SECONDS_MAX:,} seconds "
-                                   f"(got {grace_seconds}); empty: the cluster default."})
-    return priority, env
+    minutes = None
+    if max_running_minutes not in (None, ""):
+        minutes = validation.whole_number(max_running_minutes, "max_running_minutes", low=1,
+                                          high=validation.MAX_RUNNING_MINUTES, label="The maximum running time")
+    return {
+        "priority": validation.whole_number(priority, "priority", low=validation.MIN_PRIORITY,
+                                            high=validation.MAX_PRIORITY, label="Priority"),
+        "environment": validation.check_environment(environment),
+        "max_running_minutes": minutes,
+        "max_restarts": validation.whole_number(max_restarts, "max_restarts", low=0,
+                                                high=validation.MAX_RESTARTS, label="Max restarts"),
+        "grace_seconds": validation.grace_seconds_value(grace_seconds),
+    }
 
 
 @transaction.atomic
@@ -220,13 +218,16 @@ def job_submit(
         raise ValidationError(
             {"quota": f"Quota {quota.name} is not associated with workspace {workspace.name}; pick one of its quotas."}
         )
-    name = (name or "").strip()
-    priority, env = _check_settings(
+    name = (name or "").strip() if isinstance(name, str) else name
+    cleaned = _check_settings(
         name=name, command=command, job_type=job_type, priority=priority, idle_mode=idle_mode,
         environment=environment, max_running_minutes=max_running_minutes, max_restarts=max_restarts,
         grace_seconds=grace_seconds,
     )
     check_pool(quota=quota, resource_type=resource_type)
+    paths = {"image": image, "data_mount": data_mount, "code_mount": code_mount, "checkpoint_dir": checkpoint_dir}
+    for field, value in paths.items():
+        validation.check_text(value, field, validation.MAX_PATH_CHARS)
     role_rows = clean_roles(roles)
     check_fits_pool(quota=quota, roles=role_rows)
     check_fits_quota(quota=quota, roles=role_rows, idle_mode=idle_mode)
@@ -244,16 +245,16 @@ def job_submit(
         job_type=job_type,
         image=image,
         command=command,
-        environment=env,
+        environment=cleaned["environment"],
         data_mount=data_mount,
         code_mount=code_mount,
-        priority=priority,
+        priority=cleaned["priority"],
         idle_mode=idle_mode,
-        max_running_minutes=max_running_minutes,
+        max_running_minutes=cleaned["max_running_minutes"],
         fault_tolerance=bool(fault_tolerance),
-        max_restarts=int(max_restarts),
+        max_restarts=cleaned["max_restarts"],
         checkpoint_dir=checkpoint_dir,
-        grace_seconds=float(grace_seconds) if grace_seconds is not None else None,
+        grace_seconds=cleaned["grace_seconds"],
         status=JobStatus.QUEUING,
         queue_time=now,
     )
@@ -263,11 +264,27 @@ def job_submit(
     for role in role_rows:
         role.job = job
     JobRole.objects.bulk_create(role_rows)
-    job_event(job, EventKind.SUBMITTED, f"submitted by {getattr(user, 'username', 'system')} to quota {quota.name}")
-    job_event(job, EventKind.QUEUED, "queuing")
+    events = [
+        job_event(job, EventKind.SUBMITTED, f"submitted by {getattr(user, 'username', 'system')} to quota {quota.name}"),
+        job_event(job, EventKind.QUEUED, "queuing"),
+    ]
+    # What the caller shows next (the API answers with the job's detail) is in hand: no re-read.
+    _prefetched(job, roles=role_rows, pods=[], events=events)
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
     wake_scheduler_on_commit()
     return job
+
+
+def _prefetched(job: Job, **related: list) -> None:
+    """Mark related rows as prefetched, the way prefetch_related stores them (a queryset holding its
+    results): `.all()` reads them without a query; any other queryset method queries as usual."""
+    cache = getattr(job, "_prefetched_objects_cache", {})
+    for name, rows in related.items():
+        queryset = getattr(job, name).get_queryset()
+        queryset._result_cache = list(rows)
+        queryset._prefetch_done = True
+        cache[name] = queryset
+    job._prefetched_objects_cache = cache
 
 
 def job_can_stop(job: Job) -> bool:

@@ -3,27 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from scheduler import validation
 from scheduler.engine.quota import TreeViolation, tree_violations
 from scheduler.engine.types import CPU, GPU_PREFIX, MEMORY
 from scheduler.engine_rows import engine_nodes_of_pool, engine_quota
 from scheduler.models import Node, ResourceQuota, ResourceType, Workspace
 from scheduler.publish import publish_cluster_change_on_commit
 
+_AMOUNT_BOUNDS = {
+    "min_cpu": validation.MAX_QUOTA_CPU,
+    "max_cpu": validation.MAX_QUOTA_CPU,
+    "min_memory_gib": validation.MAX_QUOTA_MEMORY_GIB,
+    "max_memory_gib": validation.MAX_QUOTA_MEMORY_GIB,
+}
+
 
 def _decimal(value: Any, field: str) -> Decimal:
-    try:
-        number = Decimal(str(value))
-    except (InvalidOperation, ValueError):
-        raise ValidationError({field: f"{field} must be a number, got {value!r}."}) from None
-    if number < 0:
-        raise ValidationError({field: f"{field} cannot be negative (got {number})."})
-    return number
+    return validation.amount(value, field, high=_AMOUNT_BOUNDS[field])
 
 
 def _gpus(value: Mapping[str, Any] | None, field: str) -> dict[str, int] | None:
@@ -36,15 +38,12 @@ def _gpus(value: Mapping[str, Any] | None, field: str) -> dict[str, int] | None:
         model = str(model).strip()
         if not model:
             raise ValidationError({field: f"{field} has an empty GPU model name."})
-        try:
-            number = int(count)
-        except (TypeError, ValueError):
-            raise ValidationError({field: f"{field}: {model} must be a whole number of GPUs, got {count!r}."}) from None
-        if number != count and str(number) != str(count).strip():
-            raise ValidationError({field: f"{field}: {model} must be a whole number of GPUs, got {count!r}."})
-        if number < 0:
-            raise ValidationError({field: f"{field}: {model} cannot be negative (got {number})."})
-        cleaned[model] = number
+        problem = validation.gpu_model_problem(model)
+        if problem:
+            raise ValidationError({field: problem})
+        cleaned[model] = validation.whole_number(
+            count, field, low=0, high=validation.MAX_QUOTA_GPUS, label=f"{field}: {model}"
+        )
     return cleaned
 
 
@@ -207,6 +206,8 @@ def _validate(quota: ResourceQuota) -> None:
         )
     if not quota.name:
         raise ValidationError({"name": "A quota needs a name."})
+    validation.check_name(quota.name, "name", "quota")
+    validation.check_text(quota.description or "", "description", 200)
     clash = ResourceQuota.objects.filter(name=quota.name).exclude(pk=quota.pk)
     if clash.exists():
         raise ValidationError({"name": f"A quota named {quota.name} exists already."})

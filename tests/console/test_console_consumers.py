@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import channel_layers, get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
@@ -46,7 +46,17 @@ def cookie(world_tx: World) -> Callable[[object], bytes]:
 
 
 @pytest.fixture
-async def live() -> AsyncIterator[list[WebsocketCommunicator]]:
+def in_memory_layer(settings):
+    """These tests are about the consumers: the in-memory layer, also when REDIS_URL is set (the Redis
+    layer has its own test, tests/console/test_ws_idle_redis.py)."""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture
+async def live(in_memory_layer) -> AsyncIterator[list[WebsocketCommunicator]]:
     """Broadcasts from service threads reach this test's event loop; sockets are closed afterwards."""
     register_server_loop(asyncio.get_running_loop())
     await get_channel_layer().flush()

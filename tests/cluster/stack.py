@@ -1,0 +1,122 @@
+"""Drive `bin/cluster` from tests and scripts: an isolated stack (own directory, database, port, node
+names), an HTTP client with Basic or session auth, and teardown that drops the database."""
+
+from __future__ import annotations
+
+import base64
+import http.cookiejar
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclass
+class Stack:
+    directory: Path
+    database: str
+    redis_url: str
+    nodes: tuple[str, ...] = ("stack-a", "stack-b")
+    port: int = field(default_factory=free_port)
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        return {
+            **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "TIDEPOOL_DATA_DIR")},
+            "TIDEPOOL_CLUSTER_DIR": str(self.directory),
+            "TIDEPOOL_CLUSTER_DB": self.database,
+            "REDIS_URL": self.redis_url,
+            "TIDEPOOL_PORT": str(self.port),
+            "TIDEPOOL_CLUSTER_NODES": " ".join(self.nodes),
+            "TIDEPOOL_PYTHON": os.environ.get("TIDEPOOL_PYTHON", str(ROOT / ".venv" / "bin" / "python")),
+            **self.extra_env,
+        }
+
+    def run(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+        return subprocess.run([str(ROOT / "bin" / "cluster"), *args], cwd=ROOT, env=self.env(), text=True,
+                              capture_output=True, timeout=timeout)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def logs(self) -> str:
+        parts = []
+        for log in sorted((self.directory / "logs").glob("*.log")):
+            parts.append(f"==== {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-40:]))
+        return "\n".join(parts)
+
+    def drop_database(self) -> None:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(host=os.environ.get("PGHOST", "127.0.0.1"), port=os.environ.get("PGPORT", "5432"),
+                             user=os.environ.get("PGUSER", "postgres"), dbname="postgres", autocommit=True) as conn:
+            conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(self.database)))
+
+
+class Api:
+    """JSON over HTTP Basic (the API remembers a correct password briefly: one PBKDF2 per process)."""
+
+    def __init__(self, stack: Stack, username: str, password: str) -> None:
+        self.stack = stack
+        self.auth = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+
+    def call(self, method: str, path: str, body: Any = None, timeout: float = 30) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.stack.url(path), data=data, method=method,
+                                         headers={"Authorization": self.auth, "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            payload = error.read()
+            try:
+                return error.code, json.loads(payload)
+            except ValueError:
+                return error.code, payload.decode(errors="replace")[:500]
+
+    def get(self, path: str) -> Any:
+        status, body = self.call("GET", path)
+        assert status == 200, (path, status, body)
+        return body
+
+
+def session_cookie(stack: Stack, username: str, password: str) -> str:
+    """Log in through the login page (as a browser does) and return the Cookie header for websockets."""
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    opener.open(stack.url("/accounts/login/"), timeout=30).read()
+    csrf = next(c.value for c in jar if c.name == "csrftoken")
+    form = urllib.parse.urlencode({"username": username, "password": password,
+                                   "csrfmiddlewaretoken": csrf}).encode()
+    opener.open(urllib.request.Request(stack.url("/accounts/login/"), data=form,
+                                       headers={"Referer": stack.url("/accounts/login/")}), timeout=30).read()
+    cookies = {c.name: c.value for c in jar}
+    assert "sessionid" in cookies, "login failed"
+    return "; ".join(f"{k}={v}" for k, v in cookies.items())
+
+
+def wait_for(condition, timeout: float, what: str, step: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(step)
