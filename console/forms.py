@@ -18,6 +18,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.forms import BaseFormSet, formset_factory
 
+from console.fields import AsciiDecimalField, AsciiIntegerField
 from scheduler import validation as v
 from scheduler.models import GRACE_SECONDS_MAX, IdleMode, Job, JobType, ResourceQuota, ResourceType, Workspace
 from scheduler.paths import default_checkpoint_dir
@@ -35,23 +36,6 @@ IDLE_MODE_HELP: dict[str, str] = {
     ),
     IdleMode.ONLY: "Run only on idle resources: always Not in Quota, and preempted whenever an owner reclaims them.",
 }
-
-
-class AsciiNumberMixin:
-    """Numbers typed with ASCII digits only: Python reads "١" as 1 and "²" as a digit."""
-
-    def to_python(self, value: Any) -> Any:
-        if isinstance(value, str) and not value.isascii():
-            raise ValidationError(self.error_messages["invalid"], code="invalid")
-        return super().to_python(value)
-
-
-class AsciiIntegerField(AsciiNumberMixin, forms.IntegerField):
-    pass
-
-
-class AsciiDecimalField(AsciiNumberMixin, forms.DecimalField):
-    pass
 
 
 class IdleModeSelect(forms.RadioSelect):

@@ -204,7 +204,8 @@ def grace_seconds_value(value: Any, field: str = "grace_seconds") -> float | Non
     except (TypeError, ValueError):
         raise refuse(field, f"The grace period must be a number of seconds, got {_shown(value)}.") from None
     if not math.isfinite(seconds) or not 0 <= seconds <= MAX_GRACE_SECONDS:
-        raise refuse(field, f"The grace period is from 0 to {MAX_GRACE_SECONDS} seconds (got {_shown(value)}).")
+        raise refuse(field, f"The grace period is 0–{MAX_GRACE_SECONDS:,} seconds (got {_shown(value)}); "
+                            "empty: the cluster default.")
     return seconds
 
 

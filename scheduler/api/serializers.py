@@ -214,8 +214,8 @@ class JobSubmitSerializer(serializers.Serializer):
     fault_tolerance = serializers.BooleanField(default=False)
     max_restarts = StrictIntegerField(default=3, min_value=0, max_value=v.MAX_RESTARTS)
     checkpoint_dir = serializers.CharField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
-    grace_seconds = serializers.FloatField(allow_null=True, default=None, min_value=0,  # None: the cluster default
-                                           max_value=v.MAX_GRACE_SECONDS)
+    # None: the cluster default. Bounds: the service's (validation.grace_seconds_value), one message.
+    grace_seconds = serializers.FloatField(allow_null=True, default=None)
     resource_type = serializers.CharField(allow_blank=True, allow_null=True, default=None, max_length=16)
 
     def validate_environment(self, value: dict[str, str]) -> dict[str, str]:

@@ -225,16 +225,13 @@ def job_submit(
         grace_seconds=grace_seconds,
     )
     check_pool(quota=quota, resource_type=resource_type)
-    paths = {"image": image, "data_mount": data_mount, "code_mount": code_mount, "checkpoint_dir": checkpoint_dir}
-    for field, value in paths.items():
+    for field, value in {"image": image, "data_mount": data_mount, "code_mount": code_mount,
+                         "checkpoint_dir": checkpoint_dir}.items():
         validation.check_text(value, field, validation.MAX_PATH_CHARS)
     role_rows = clean_roles(roles)
     check_fits_pool(quota=quota, roles=role_rows)
     check_fits_quota(quota=quota, roles=role_rows, idle_mode=idle_mode)
-    # Path rules (scheduler/paths.py): a job's own directories lie in its workspace's data root.
-    data_mount = clean_user_path(data_mount, workspace_name=workspace.name, field="data_mount")
-    code_mount = clean_user_path(code_mount, workspace_name=workspace.name, field="code_mount")
-    checkpoint_dir = clean_user_path(checkpoint_dir, workspace_name=workspace.name, field="checkpoint_dir")
+    paths = _clean_paths(workspace, data_mount=data_mount, code_mount=code_mount, checkpoint_dir=checkpoint_dir)
 
     now = timezone.now()
     job = Job.objects.create(
@@ -246,14 +243,14 @@ def job_submit(
         image=image,
         command=command,
         environment=cleaned["environment"],
-        data_mount=data_mount,
-        code_mount=code_mount,
+        data_mount=paths["data_mount"],
+        code_mount=paths["code_mount"],
         priority=cleaned["priority"],
         idle_mode=idle_mode,
         max_running_minutes=cleaned["max_running_minutes"],
         fault_tolerance=bool(fault_tolerance),
         max_restarts=cleaned["max_restarts"],
-        checkpoint_dir=checkpoint_dir,
+        checkpoint_dir=paths["checkpoint_dir"],
         grace_seconds=cleaned["grace_seconds"],
         status=JobStatus.QUEUING,
         queue_time=now,
@@ -264,27 +261,16 @@ def job_submit(
     for role in role_rows:
         role.job = job
     JobRole.objects.bulk_create(role_rows)
-    events = [
-        job_event(job, EventKind.SUBMITTED, f"submitted by {getattr(user, 'username', 'system')} to quota {quota.name}"),
-        job_event(job, EventKind.QUEUED, "queuing"),
-    ]
-    # What the caller shows next (the API answers with the job's detail) is in hand: no re-read.
-    _prefetched(job, roles=role_rows, pods=[], events=events)
+    job_event(job, EventKind.SUBMITTED, f"submitted by {getattr(user, 'username', 'system')} to quota {quota.name}")
+    job_event(job, EventKind.QUEUED, "queuing")
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
     wake_scheduler_on_commit()
     return job
 
 
-def _prefetched(job: Job, **related: list) -> None:
-    """Mark related rows as prefetched, the way prefetch_related stores them (a queryset holding its
-    results): `.all()` reads them without a query; any other queryset method queries as usual."""
-    cache = getattr(job, "_prefetched_objects_cache", {})
-    for name, rows in related.items():
-        queryset = getattr(job, name).get_queryset()
-        queryset._result_cache = list(rows)
-        queryset._prefetch_done = True
-        cache[name] = queryset
-    job._prefetched_objects_cache = cache
+def _clean_paths(workspace: Workspace, **paths: str) -> dict[str, str]:
+    """Path rules (scheduler/paths.py): a job's own directories lie in its workspace's data root."""
+    return {field: clean_user_path(value, workspace_name=workspace.name, field=field) for field, value in paths.items()}
 
 
 def job_can_stop(job: Job) -> bool:

@@ -81,8 +81,8 @@ def test_role_forms_refuse_at_the_field(world: World, alice_client: Client, over
 
 def test_pods_of_all_roles_together_are_bounded(world: World, alice_client: Client) -> None:
     response = alice_client.post(URL, form_data(world, **{
-        "roles-0-pod_count": "300", "roles-0-gpus": "0", "roles-0-gpu_type": "",
-        "roles-1-pod_count": "300", "roles-1-gpus": "0"}))
+        "roles-0-pod_count": "300", "roles-0-gpus": "0", "roles-0-gpu_type": "", "roles-0-cpu_only": "on",
+        "roles-1-pod_count": "300", "roles-1-gpus": "0", "roles-1-cpu_only": "on"}))
     assert response.status_code == 400
     assert "pod_count" in response.context["formset"].forms[1].errors
     assert Job.objects.count() == 0

@@ -179,12 +179,12 @@ class JobLogView(V1, base.JobLogView):
         if job is None:
             raise Http404
         pods = Pod.objects.filter(job=job).select_related("node")
-        pod_id = base._int(request.query_params.get("pod"))
+        pod_id = base._int(request.query_params.get("pod"), "pod")
         pod = pods.filter(pk=pod_id).first() if pod_id is not None else pods.order_by("-attempt", "rank").first()
         if pod_id is not None and pod is None:
             raise ValidationError({"pod": f"Job {job.name} has no pod {pod_id}."})
-        offset = base._int(request.query_params.get("offset"))
-        lines = base._int(request.query_params.get("lines")) or 200
+        offset = base._int(request.query_params.get("offset"), "offset")
+        lines = base._int(request.query_params.get("lines"), "lines") or 200
         response = StreamingHttpResponse(follow_log(pod, offset=offset, lines=lines), content_type="text/plain")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
