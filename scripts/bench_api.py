@@ -5,9 +5,10 @@
 
 Each client is a thread with its own keep-alive connection, submitting jobs through POST /api/jobs/
 (HTTP Basic; the API remembers a correct password per worker process, see
-scheduler/api/authentication.py). The jobs go to a quota that guarantees nothing with idle mode
-`off`, so they queue (with a reason) instead of starting pods: this measures the console, not the
-nodes, while the scheduler keeps cycling over a growing queue. Bounded: stops after --submissions
+scheduler/api/authentication.py). The jobs go to team-vision (one node's GPUs guaranteed) with idle
+mode `off`: a few run (`echo bench`), the rest queue with a reason, so this measures the console
+rather than the nodes while the scheduler keeps cycling over a growing queue. (A job that could never
+run in its quota with idle `off` is refused at submission, issue 11, so the quota must guarantee some.) Bounded: stops after --submissions
 requests or --max-seconds, whichever comes first. Prints figures, then one JSON line.
 """
 
@@ -33,10 +34,10 @@ def percentile(values: list[float], p: float) -> float:
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="http://127.0.0.1:8000")
-    parser.add_argument("--user", default="bob")
-    parser.add_argument("--password", default="tidepool-bob")
-    parser.add_argument("--workspace", default="language")
-    parser.add_argument("--quota", default="team-language")
+    parser.add_argument("--user", default="alice")
+    parser.add_argument("--password", default="tidepool-alice")
+    parser.add_argument("--workspace", default="vision")
+    parser.add_argument("--quota", default="team-vision")
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--submissions", type=int, default=1500)
     parser.add_argument("--max-seconds", type=float, default=120)
