@@ -15,7 +15,7 @@ A job that names no GPU model tries the pool's models in name order, and only th
 quota fits; each step is tried on every model before the next step, so the job prefers landing
 now on any model over nominating, and nominating over preempting.
 
-Failure memo (`_Memo`): free capacity only shrinks during a cycle, and free + being-released +
+Failure memo (`memo.FailureMemo`): free capacity only shrinks during a cycle, and free + being-released +
 reclaimable capacity only shrinks during the in-quota pass (a victim's capacity moves from
 "reclaimable" to "being released"). For a gang of equal pods, fitting is a count that can only
 shrink with capacity, so once `n` such pods failed in a pool/model, `n` or more fail again for
@@ -26,11 +26,14 @@ fast. Gangs of mixed pod sizes are always tried (best fit on mixed sizes is not 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from itertools import chain
 
 from .capacity import Capacity, NodeState
 from .demand import Demand, demand_of, named_models
+from .memo import FailureMemo as _Memo
 from .placement import Placed, node_names_in_pod_order, place, unplaceable_reason
+from .policies import fair_idle_order, gpus_of, protected_until
 from .quota import QuotaTree
 from .reasons import (
     BothPaths,
@@ -38,6 +41,7 @@ from .reasons import (
     NeverFits,
     NoIdleRoom,
     NoRoom,
+    ProtectedVictims,
     Reason,
     Refused,
     WaitingForVictims,
@@ -49,6 +53,7 @@ from .types import (
     IDLE_ACCEPTABLE,
     IDLE_OFF,
     IDLE_ONLY,
+    IDLE_SHARE_FAIR,
     NOMINATED,
     RUNNING,
     TERMINATING,
@@ -83,40 +88,13 @@ def queue_order(job: Job) -> tuple[int, float, str]:
     return (-job.priority, job.submitted_at, job.name)
 
 
-class _Memo:
-    """Smallest failed gang size per (pool, model, pod size), for gangs of equal pods (see module doc)."""
-
-    __slots__ = ("_failed",)
-
-    def __init__(self) -> None:
-        # (pool, model) -> pod size -> smallest gang size that failed
-        self._failed: dict[tuple[str | None, str | None], dict[tuple[int, int, int], int]] = {}
-
-    def known_to_fail(self, demand: Demand, model: str | None) -> bool:
-        if demand.shape is None:
-            return False
-        sizes = self._failed.get((demand.pool, model))
-        if sizes is None:
-            return False
-        failed = sizes.get(demand.shape)
-        return failed is not None and failed <= demand.count
-
-    def failed(self, demand: Demand, model: str | None) -> None:
-        if demand.shape is not None:
-            sizes = self._failed.setdefault((demand.pool, model), {})
-            sizes[demand.shape] = min(sizes.get(demand.shape, demand.count), demand.count)
-
-    def forget(self, groups: Iterable[tuple[str, str]]) -> None:
-        """Capacity was added on nodes of these (pool, model)s: what failed there (or on any model of the
-        pool, for jobs without GPUs) may fit now."""
-        for pool, model in groups:
-            self._failed.pop((pool, None), None)
-            self._failed.pop((pool, model), None)
-
-
 class _Cycle:
     def __init__(self, snapshot: Snapshot) -> None:
         self.nodes = snapshot.nodes
+        self.snapshot = snapshot
+        self.protected: list[tuple[Victim, float]] = []  # min_runtime_s: no candidates yet, until when
+        self._with_protected: VictimQueue | None = None
+        self.no_protected_room = _Memo()
         self.capacity = Capacity(snapshot.nodes)
         self.quotas = QuotaTree(snapshot.quotas, snapshot.nodes)
         self.decisions = Decisions()
@@ -180,7 +158,12 @@ class _Cycle:
             return None
         if job.idle == IDLE_ACCEPTABLE:
             self.promotable.append((job, request))
-        return Victim(job=job, quota=job.quota, pool=pool, request=request, pods=tuple(pods_at))
+        victim = Victim(job=job, quota=job.quota, pool=pool, request=request, pods=tuple(pods_at))
+        until = protected_until(job, self.snapshot.policy_of(pool), self.snapshot.now)
+        if until is not None:
+            self.protected.append((victim, until))
+            return None
+        return victim
 
     # --- the cycle -------------------------------------------------------------------------------------
 
@@ -202,7 +185,7 @@ class _Cycle:
                 self.why[demand.job.name] = reason
 
     def _idle_pass(self, still_pending: list[Demand]) -> None:
-        for demand in still_pending:
+        for demand in self._idle_order(still_pending):
             name = demand.job.name
             earlier = self.why[name]
             if demand.job.idle == IDLE_OFF or isinstance(earlier, Refused):
@@ -216,6 +199,27 @@ class _Cycle:
                 self.why[name] = IdleOnly(reason)
             else:
                 self.why[name] = BothPaths(earlier, reason)
+
+    def _idle_order(self, still_pending: list[Demand]) -> Iterable[Demand]:
+        """Pending order, except in pools whose idle share is fair (DESIGN §2b; pools never share
+        capacity, so each pool's jobs may come in their own order)."""
+        fair = [d for d in still_pending if self.snapshot.policy_of(d.pool or "").idle_share == IDLE_SHARE_FAIR]
+        if not fair:
+            return still_pending
+        borrowed: dict[str, int] = {}  # quota -> GPUs its own jobs hold Not in Quota, victims left out
+        for victim in self.victims.ordered + [v for v, _ in self.protected]:
+            if victim.job.name not in self.decisions.preempted:
+                borrowed[victim.quota] = borrowed.get(victim.quota, 0) + gpus_of(victim.request)
+
+        def min_gpus(quota: str) -> int:
+            qnode = self.quotas.get(quota)
+            return gpus_of(qnode.min) if qnode is not None else 0
+
+        def admitted_gpus(demand: Demand) -> int | None:
+            return demand.gpus if demand.job.name in self.decisions.admitted else None
+        chosen = {d.job.name for d in fair}
+        rest = [d for d in still_pending if d.job.name not in chosen]
+        return chain(rest, fair_idle_order(fair, borrowed, min_gpus, admitted_gpus))  # lazy: shares move
 
     def _pending(self) -> None:
         """Every job neither admitted nor nominated, in queue order (the index is the queue position)."""
@@ -340,7 +344,7 @@ class _Cycle:
                 assert placed is not None, f"victims chosen for {demand.job.name} did not make room"
                 self._hold_in_quota(demand, model, placed)
                 return None
-        return NoRoom(demand.describe())
+        return self._protected_reason(demand, fitting) or NoRoom(demand.describe())
 
     def _place(self, demand: Demand, model: str | None, *, releasing: bool) -> list[Placed] | None:
         memo = self.no_released_room if releasing else self.no_free_room
@@ -364,16 +368,53 @@ class _Cycle:
         """Victims for this job are found with the node index: equal pods that ask for GPUs, on a model."""
         return demand.shape is not None and demand.shape[0] > 0 and model is not None
 
+    def _protected_reason(self, demand: Demand, fitting: list[str | None]) -> ProtectedVictims | None:
+        """DESIGN §2b min_runtime_s: the job would fit if protected jobs were candidates too; the reason
+        names the earliest time one of those (with a pod where it could be placed) stops being protected."""
+        if not self.protected:
+            return None
+        if self._with_protected is None:
+            self._with_protected = VictimQueue(self.victims.untaken() + [v for v, _ in self.protected])
+        times: list[float] = []
+        for model in fitting:
+            if self.no_protected_room.known_to_fail(demand, model):
+                continue
+            if self._walk(demand, model, self._with_protected) is None:
+                self.no_protected_room.failed(demand, model)
+                continue
+            could_host = self._host_test(demand, model)
+            times += [t for v, t in self.protected if v.pool == demand.pool and any(could_host(p[0]) for p in v.pods)]
+        return ProtectedVictims(demand.describe(), min(times)) if times else None
+
     def _search_victims(self, demand: Demand, model: str | None) -> list[Victim] | None:
         """The victims for `demand` on `model` (DESIGN §2); None when reclaiming every candidate would
         not make room. Gangs of equal pods with GPUs use the node index (`victim_index`); the rest (mixed
         pod sizes, GPU-less pods) walk the candidates with a fit that places them."""
-        pool = demand.pool or ""
         shape = demand.shape
         if shape is not None and self._indexed(demand, model):
             if self._victim_index is None:
                 self._victim_index = VictimIndex(self.victims.untaken(), self.capacity)
-            return self._victim_index.select(pool, model, shape, demand.count)
+            return self._victim_index.select(demand.pool or "", model, shape, demand.count)
+        return self._walk(demand, model, self.victims)
+
+    def _walk(self, demand: Demand, model: str | None, queue: VictimQueue) -> list[Victim] | None:
+        """§2's victim walk over `queue`'s candidates."""
+        pool = demand.pool or ""
+        shape = demand.shape
+        could_host = self._host_test(demand, model)
+        fit: CountingFit | GreedyFit
+        if shape is not None:
+            fit = CountingFit(shape, demand.count, self.capacity.nodes_with_room(pool, model, shape[0]), could_host)
+        else:
+            fit = GreedyFit(demand.order, self.capacity.schedulable_nodes(pool, model), could_host)
+        return select_victims(queue.candidates(pool, model, could_host), fit)
+
+    @staticmethod
+    def _host_test(demand: Demand, model: str | None) -> Callable[[NodeState], bool]:
+        """Whether the job could be placed on a node: right pool and model, schedulable, big enough for
+        one of its pods."""
+        pool = demand.pool or ""
+        shape = demand.shape
         sizes = [size[1:] for size in demand.order] if shape is None else [shape]
 
         answers: dict[NodeState, bool] = {}  # asked for the same nodes again and again while choosing
@@ -389,15 +430,12 @@ class _Cycle:
                 )
             return answer
 
-        fit: CountingFit | GreedyFit
-        if shape is not None:
-            fit = CountingFit(shape, demand.count, self.capacity.nodes_with_room(pool, model, shape[0]), could_host)
-        else:
-            fit = GreedyFit(demand.order, self.capacity.schedulable_nodes(pool, model), could_host)
-        return select_victims(self.victims.candidates(pool, model, could_host), fit)
+        return could_host
 
     def _preempt(self, victim: Victim, demand: Demand) -> None:
         self.victims.take(victim)
+        if self._with_protected is not None:
+            self._with_protected.take(victim)
         if self._victim_index is not None:
             self._victim_index.take(victim)
         for node, g, c, m in victim.pods:

@@ -36,9 +36,9 @@ class Victim:
 
 
 def candidates_ordering(job: Job) -> tuple[int, float, str]:
-    """Lower priority first; then the most recently started (least work lost); then by name."""
-    started = job.started_at if job.started_at is not None else job.submitted_at
-    return (job.priority, -started, job.name)
+    """Lower priority first; then the most recent safe point (least work lost: `Job.safe_point`, the last
+    checkpoint reported after the start, else the start); then by name."""
+    return (job.priority, -job.safe_point, job.name)
 
 
 class VictimQueue:

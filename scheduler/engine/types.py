@@ -34,6 +34,10 @@ PHASES = (PENDING, RUNNING, TERMINATING, NOMINATED)
 
 DEFAULT_POOL = "general"
 
+IDLE_SHARE_FIFO = "fifo"
+IDLE_SHARE_FAIR = "fair"
+IDLE_SHARES = (IDLE_SHARE_FIFO, IDLE_SHARE_FAIR)
+
 
 def gpu_key(model: str) -> str:
     return f"{GPU_PREFIX}{model}"
@@ -84,6 +88,31 @@ class Job:
     in_quota: bool = False  # running / terminating jobs: admitted against the guarantee
     started_at: float | None = None
     nodes: tuple[str, ...] = ()  # node of each pod, in pod order (all phases but pending)
+    # last checkpoint the current run reported (running jobs); a safe point only when after started_at
+    checkpointed_at: float | None = None
+
+    @property
+    def safe_point(self) -> float:
+        """DESIGN §2: the last checkpoint if reported after the start, else the start (queue time when
+        the start is unknown)."""
+        started = self.started_at if self.started_at is not None else self.submitted_at
+        checkpoint = self.checkpointed_at
+        return checkpoint if checkpoint is not None and checkpoint > started else started
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A pool's opt-in policies (DESIGN §2b); the defaults are §2's rules, decision for decision."""
+
+    idle_share: str = IDLE_SHARE_FIFO  # fifo | fair: the idle pass's order
+    min_runtime_s: float = 0.0  # a Not in Quota job that has run less than this is no reclaim candidate
+
+    @property
+    def is_default(self) -> bool:
+        return self.idle_share == IDLE_SHARE_FIFO and self.min_runtime_s <= 0
+
+
+DEFAULT_POLICY = Policy()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +120,12 @@ class Snapshot:
     nodes: tuple[Node, ...]
     quotas: tuple[Quota, ...]
     jobs: tuple[Job, ...]
+    now: float | None = None  # the cycle's time (seconds); needed by min_runtime_s
+    policy: Policy = DEFAULT_POLICY  # every pool's policy, unless `policies` names the pool
+    policies: Mapping[str, Policy] = field(default_factory=dict)  # pool -> its policy
+
+    def policy_of(self, pool: str) -> Policy:
+        return self.policies.get(pool, self.policy)
 
 
 @dataclass(frozen=True, slots=True)
