@@ -52,9 +52,8 @@ def test_indexed_search_matches_the_reference_with_safe_points_and_protection(mo
         return got
 
     monkeypatch.setattr(cycle_module._Cycle, "_search_victims", both)
-    for label, snapshot in _policy_snapshots():
-        decisions = run_cycle(snapshot)
-        check_decisions(snapshot, decisions)
+    for _label, snapshot in _policy_snapshots():
+        check_decisions(snapshot, run_cycle(snapshot))
     assert asked["calls"] > 500 and asked["chosen"] > 100, asked
 
 
@@ -77,7 +76,7 @@ def test_protected_jobs_are_never_preempted_and_the_reason_names_when():
         for name in decisions.preempted:
             job = running[name]
             assert (job.started_at or 0.0) + policy.min_runtime_s <= snapshot.now, (label, name)
-        for name, reason in decisions.reasons.items():
+        for reason in decisions.reasons.values():
             if isinstance(reason, ProtectedVictims):
                 seen_reason += 1
                 assert reason.until > snapshot.now
