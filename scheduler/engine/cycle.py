@@ -26,14 +26,13 @@ fast. Gangs of mixed pod sizes are always tried (best fit on mixed sizes is not 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable
-from itertools import chain
+from collections.abc import Callable
 
 from .capacity import Capacity, NodeState
 from .demand import Demand, demand_of, named_models
 from .memo import FailureMemo as _Memo
 from .placement import Placed, node_names_in_pod_order, place, unplaceable_reason
-from .policies import fair_idle_order, gpus_of, protected_until
+from .policies import PolicySteps, protected_until
 from .quota import QuotaTree
 from .reasons import (
     BothPaths,
@@ -41,7 +40,6 @@ from .reasons import (
     NeverFits,
     NoIdleRoom,
     NoRoom,
-    ProtectedVictims,
     Reason,
     Refused,
     WaitingForVictims,
@@ -53,7 +51,6 @@ from .types import (
     IDLE_ACCEPTABLE,
     IDLE_OFF,
     IDLE_ONLY,
-    IDLE_SHARE_FAIR,
     NOMINATED,
     RUNNING,
     TERMINATING,
@@ -64,6 +61,7 @@ from .types import (
     Snapshot,
 )
 from .victim_index import VictimIndex
+from .within import WithinQuota
 
 
 def run_cycle(snapshot: Snapshot) -> Decisions:
@@ -88,13 +86,16 @@ def queue_order(job: Job) -> tuple[int, float, str]:
     return (-job.priority, job.submitted_at, job.name)
 
 
-class _Cycle:
+class _Cycle(WithinQuota, PolicySteps):
     def __init__(self, snapshot: Snapshot) -> None:
         self.nodes = snapshot.nodes
         self.snapshot = snapshot
         self.protected: list[tuple[Victim, float]] = []  # min_runtime_s: no candidates yet, until when
         self._with_protected: VictimQueue | None = None
         self.no_protected_room = _Memo()
+        self.within_quotas = {q.name for q in snapshot.quotas if q.preempt_within}
+        self.in_quota_victims: dict[str, list[Victim]] = {}  # preempt_within quota -> its running In Quota jobs
+        self.demoted_now: dict[str, Victim] = {}
         self.capacity = Capacity(snapshot.nodes)
         self.quotas = QuotaTree(snapshot.quotas, snapshot.nodes)
         self.decisions = Decisions()
@@ -154,11 +155,13 @@ class _Cycle:
         else:
             for key, amount in request.items():
                 total[key] = total.get(key, 0) + amount
-        if job.in_quota:
-            return None
-        if job.idle == IDLE_ACCEPTABLE:
-            self.promotable.append((job, request))
         victim = Victim(job=job, quota=job.quota, pool=pool, request=request, pods=tuple(pods_at))
+        if job.in_quota:
+            if job.quota in self.within_quotas:
+                self.in_quota_victims.setdefault(job.quota, []).append(victim)
+            return None
+        if job.idle == IDLE_ACCEPTABLE or job.demoted:  # a demoted job comes back whatever its idle mode
+            self.promotable.append((job, request))
         until = protected_until(job, self.snapshot.policy_of(pool), self.snapshot.now)
         if until is not None:
             self.protected.append((victim, until))
@@ -172,6 +175,8 @@ class _Cycle:
         self._in_quota_pass(waiting)
         self._idle_pass([d for d in waiting if d.job.name in self.why])
         self._promote()
+        gone = set(self.decisions.preempted) | set(self.decisions.promoted)
+        self.decisions.demoted = sorted(name for name in self.demoted_now if name not in gone)
         self._pending()
         return self.decisions
 
@@ -199,27 +204,6 @@ class _Cycle:
                 self.why[name] = IdleOnly(reason)
             else:
                 self.why[name] = BothPaths(earlier, reason)
-
-    def _idle_order(self, still_pending: list[Demand]) -> Iterable[Demand]:
-        """Pending order, except in pools whose idle share is fair (DESIGN §2b; pools never share
-        capacity, so each pool's jobs may come in their own order)."""
-        fair = [d for d in still_pending if self.snapshot.policy_of(d.pool or "").idle_share == IDLE_SHARE_FAIR]
-        if not fair:
-            return still_pending
-        borrowed: dict[str, int] = {}  # quota -> GPUs its own jobs hold Not in Quota, victims left out
-        for victim in self.victims.ordered + [v for v, _ in self.protected]:
-            if victim.job.name not in self.decisions.preempted:
-                borrowed[victim.quota] = borrowed.get(victim.quota, 0) + gpus_of(victim.request)
-
-        def min_gpus(quota: str) -> int:
-            qnode = self.quotas.get(quota)
-            return gpus_of(qnode.min) if qnode is not None else 0
-
-        def admitted_gpus(demand: Demand) -> int | None:
-            return demand.gpus if demand.job.name in self.decisions.admitted else None
-        chosen = {d.job.name for d in fair}
-        rest = [d for d in still_pending if d.job.name not in chosen]
-        return chain(rest, fair_idle_order(fair, borrowed, min_gpus, admitted_gpus))  # lazy: shares move
 
     def _pending(self) -> None:
         """Every job neither admitted nor nominated, in queue order (the index is the queue position)."""
@@ -306,6 +290,16 @@ class _Cycle:
 
     def _in_quota(self, demand: Demand) -> Reason | None:
         """Admit, nominate (maybe preempting) or return why not."""
+        if demand.job.quota not in self.within_quotas:
+            return self._in_quota_steps(demand, None)
+        demoted: list[Victim] = []
+        reason = self._in_quota_steps(demand, demoted)
+        if demoted:
+            self._settle_demotions(demand, demoted, admitted=reason is None)
+        return reason
+
+    def _in_quota_steps(self, demand: Demand, demoted: list[Victim] | None) -> Reason | None:
+        """`demoted`: None, or (preempt_within) filled with the jobs demoted for this one."""
         refusal = self._refusal(demand)
         if refusal is not None:
             return refusal
@@ -318,6 +312,8 @@ class _Cycle:
                 fitting.append(model)
             else:
                 short.append(reason)
+        if not fitting and demoted is not None:
+            fitting = next(([m] for m in self._models(demand) if self._demote_for(demand, m, demoted)), [])
         if not fitting:
             return any_model(short) if short else NoRoom(demand.describe())
         for model in fitting:
@@ -328,7 +324,7 @@ class _Cycle:
         pool = demand.pool or ""
         # One model and equal pods with GPUs: the victim search itself answers "fits on free + being
         # released capacity, no victim needed" (an empty list), exactly when this placement would succeed.
-        skip_releasing = len(fitting) == 1 and self._indexed(demand, fitting[0])
+        skip_releasing = len(fitting) == 1 and self._indexed(demand, fitting[0]) and demoted is None
         for model in fitting:
             if not skip_releasing and self.capacity.has_releasing(pool, model):
                 placed = self._place(demand, model, releasing=True)
@@ -336,7 +332,10 @@ class _Cycle:
                     self._hold_in_quota(demand, model, placed)
                     return None
         for model in fitting:
-            victims = self._select_victims(demand, model)
+            if demoted is None:
+                victims = self._select_victims(demand, model)
+            else:
+                victims = self._walk(demand, model, self._within_queue(demand, demoted))
             if victims is not None:
                 for victim in victims:
                     self._preempt(victim, demand)
@@ -367,24 +366,6 @@ class _Cycle:
     def _indexed(demand: Demand, model: str | None) -> bool:
         """Victims for this job are found with the node index: equal pods that ask for GPUs, on a model."""
         return demand.shape is not None and demand.shape[0] > 0 and model is not None
-
-    def _protected_reason(self, demand: Demand, fitting: list[str | None]) -> ProtectedVictims | None:
-        """DESIGN §2b min_runtime_s: the job would fit if protected jobs were candidates too; the reason
-        names the earliest time one of those (with a pod where it could be placed) stops being protected."""
-        if not self.protected:
-            return None
-        if self._with_protected is None:
-            self._with_protected = VictimQueue(self.victims.untaken() + [v for v, _ in self.protected])
-        times: list[float] = []
-        for model in fitting:
-            if self.no_protected_room.known_to_fail(demand, model):
-                continue
-            if self._walk(demand, model, self._with_protected) is None:
-                self.no_protected_room.failed(demand, model)
-                continue
-            could_host = self._host_test(demand, model)
-            times += [t for v, t in self.protected if v.pool == demand.pool and any(could_host(p[0]) for p in v.pods)]
-        return ProtectedVictims(demand.describe(), min(times)) if times else None
 
     def _search_victims(self, demand: Demand, model: str | None) -> list[Victim] | None:
         """The victims for `demand` on `model` (DESIGN §2); None when reclaiming every candidate would
@@ -441,10 +422,11 @@ class _Cycle:
         for node, g, c, m in victim.pods:
             self.capacity.release(node, g, c, m, victim.job.name)
         self.quotas.release(victim.quota, victim.request)
-        self.decisions.preempted[victim.job.name] = Preemption(
-            victim=victim.job.name,
-            for_job=demand.job.name,
-            by_quota=demand.job.quota,
+        name = victim.job.name
+        if victim.job.in_quota and name not in self.demoted_now:
+            self.quotas.demote(victim.quota, victim.request)  # an In Quota victim frees its guarantee too
+        self.decisions.preempted[name] = Preemption(
+            victim=name, for_job=demand.job.name, by_quota=demand.job.quota, within=victim.job.in_quota,
         )
         # more capacity is being released now, on the victim's nodes
         self.no_released_room.forget({(node.pool, node.model) for node, *_ in victim.pods})

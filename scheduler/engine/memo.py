@@ -30,6 +30,11 @@ class FailureMemo:
             sizes = self._failed.setdefault((demand.pool, model), {})
             sizes[demand.shape] = min(sizes.get(demand.shape, demand.count), demand.count)
 
+    def forget_pool(self, pool: str) -> None:
+        """Candidates were added in this pool (jobs demoted by preempt_within): forget its failures."""
+        for key in [key for key in self._failed if key[0] == pool]:
+            del self._failed[key]
+
     def forget(self, groups: Iterable[tuple[str, str]]) -> None:
         """Capacity was added on nodes of these (pool, model)s: what failed there (or on any model of the
         pool, for jobs without GPUs) may fit now."""

@@ -54,15 +54,15 @@ from .types import (
 TOP_KEYS = ("now", "policy", "nodes", "quotas", "jobs", "expect")
 POLICY_KEYS = ("idle_share", "min_runtime_s")
 NODE_KEYS = ("name", "gpu_type", "gpus", "cpu", "memory_gib", "resource_type", "schedulable")
-QUOTA_KEYS = ("name", "parent", "min", "max", "resource_type")
+QUOTA_KEYS = ("name", "parent", "min", "max", "resource_type", "preempt_within")
 RESOURCE_KEYS = ("gpus", "cpu", "memory_gib")
 JOB_KEYS = (
     "name", "quota", "priority", "idle", "submitted_at", "pods", "state", "in_quota", "started_at", "nodes",
-    "resource_type", "checkpointed_at",
+    "resource_type", "checkpointed_at", "demoted",
 )
 POD_KEYS = ("role", "count", "gpus", "gpu_type", "cpu", "memory_gib")
-EXPECT_KEYS = ("admitted", "preempted", "nominated", "promoted", "pending", "reasons")
-EXPECT_LISTS = ("preempted", "nominated", "promoted", "pending")
+EXPECT_KEYS = ("admitted", "preempted", "nominated", "promoted", "demoted", "pending", "reasons")
+EXPECT_LISTS = ("preempted", "nominated", "promoted", "demoted", "pending")
 
 
 @dataclass(frozen=True)
@@ -188,6 +188,7 @@ def _quotas(read: Reader, items: list[Any], nodes: list[Node]) -> list[Quota]:
                 min=_resources(read, raw["min"], f"{path}.min") if raw.get("min") is not None else {},
                 max=_resources(read, raw["max"], f"{path}.max") if raw.get("max") is not None else None,
                 pool=read.text(raw.get("resource_type") or inherited(raw.get("name")), f"{path}.resource_type"),
+                preempt_within=read.flag(raw.get("preempt_within", False), f"{path}.preempt_within"),
             )
         )
     _unique(read, [q.name for q in quotas], "quotas", "quota")
@@ -244,6 +245,7 @@ STATE_KEYS = {
     "in_quota": (RUNNING, TERMINATING),
     "started_at": (RUNNING, TERMINATING),
     "checkpointed_at": (RUNNING,),
+    "demoted": (RUNNING,),
 }
 
 
@@ -272,13 +274,16 @@ def _job(read: Reader, i: int, item: Any, node_by_name: dict[str, Node], quota_b
         job_nodes = _job_nodes(read, raw.get("nodes"), f"{path}.nodes", state, pods, pool, node_by_name)
     if state == NOMINATED and idle == IDLE_ONLY:
         raise read.fail(f"{path}.state", "an idle-only job is never nominated (nominations are In Quota)")
-    in_quota = False
+    in_quota = demoted = False
     started_at = None
     if state in (RUNNING, TERMINATING):
         in_quota = read.flag(raw.get("in_quota", idle != IDLE_ONLY), f"{path}.in_quota")
         if state == RUNNING and in_quota and idle == IDLE_ONLY:
             raise read.fail(f"{path}.in_quota", "an idle-only job never runs In Quota")
-        if state == RUNNING and not in_quota and idle == IDLE_OFF:
+        demoted = read.flag(raw.get("demoted", False), f"{path}.demoted")
+        if demoted and in_quota:
+            raise read.fail(f"{path}.demoted", "a demoted job runs Not in Quota (in_quota: false)")
+        if state == RUNNING and not in_quota and idle == IDLE_OFF and not demoted:
             raise read.fail(f"{path}.in_quota", "a job with idle off never runs Not in Quota")
         started_at = read.number(raw.get("started_at", submitted_at), f"{path}.started_at", low=None)
     checkpointed_at = None
@@ -288,7 +293,7 @@ def _job(read: Reader, i: int, item: Any, node_by_name: dict[str, Node], quota_b
         name=name, quota=quota_name, pods=pods,
         priority=read.integer(raw.get("priority", 1), f"{path}.priority", low=1, high=9),
         idle=idle, submitted_at=submitted_at, phase=state, in_quota=in_quota, started_at=started_at,
-        nodes=job_nodes, checkpointed_at=checkpointed_at,
+        nodes=job_nodes, checkpointed_at=checkpointed_at, demoted=demoted,
     )
 
 

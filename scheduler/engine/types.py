@@ -63,6 +63,9 @@ class Quota:
     # Ceiling on everything the subtree's jobs use; None = no max, a key left out = not capped.
     max: Mapping[str, int] | None = None
     pool: str = DEFAULT_POOL
+    # DESIGN §2b: a higher-priority job of this quota first demotes, then may preempt, its own
+    # lower-priority In Quota jobs
+    preempt_within: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +93,8 @@ class Job:
     nodes: tuple[str, ...] = ()  # node of each pod, in pod order (all phases but pending)
     # last checkpoint the current run reported (running jobs); a safe point only when after started_at
     checkpointed_at: float | None = None
+    # running Not in Quota because preempt_within demoted it: promoted back whatever its idle mode
+    demoted: bool = False
 
     @property
     def safe_point(self) -> float:
@@ -140,12 +145,17 @@ class Preemption:
     victim: str
     for_job: str
     by_quota: str
+    within: bool = False  # preempt_within: the victim was In Quota in the same quota
 
-    code = "reclaimed"
+    @property
+    def code(self) -> str:
+        return "preempted_within_quota" if self.within else "reclaimed"
 
     @property
     def reason(self) -> str:
         """"reclaimed by quota team-a for job bert-large" (built when read)."""
+        if self.within:
+            return f"preempted by a higher-priority job of the same quota ({self.for_job})"
         return f"reclaimed by quota {self.by_quota} for job {self.for_job}"
 
 
@@ -155,13 +165,14 @@ class Decisions:
     preempted: dict[str, Preemption] = field(default_factory=dict)
     nominated: dict[str, tuple[str, ...]] = field(default_factory=dict)  # job -> reserved node per pod
     promoted: list[str] = field(default_factory=list)
+    demoted: list[str] = field(default_factory=list)  # preempt_within: now running Not in Quota
     pending: list[str] = field(default_factory=list)  # queue order: index = queue position
     # pending and nominated jobs -> why: a reason value (`.code`, and its text by `str()`), never
     # rendered by the engine itself
     reasons: dict[str, Reason] = field(default_factory=dict)
 
     def as_contract(self) -> dict:
-        """The printed form of DESIGN §4: five keys plus `reasons`, lists sorted."""
+        """The printed form of DESIGN §4: six keys plus `reasons`, lists sorted."""
         return {
             "admitted": {
                 name: {"in_quota": a.in_quota, "nodes": list(a.nodes)}
@@ -170,6 +181,7 @@ class Decisions:
             "preempted": sorted(self.preempted),
             "nominated": sorted(self.nominated),
             "promoted": sorted(self.promoted),
+            "demoted": sorted(self.demoted),
             "pending": sorted(self.pending),
             "reasons": {name: str(reason) for name, reason in sorted(self.reasons.items())},
         }

@@ -8,14 +8,14 @@ import random
 from dataclasses import replace
 
 import pytest
-from engine_checks import check_decisions
+from engine_checks import apply, check_decisions
 from reference_reclaim import reference_select_victims
 from test_reclaim_reference import _names, _random_snapshot
 
 from scheduler.engine import cycle as cycle_module
 from scheduler.engine.cycle import run_cycle
 from scheduler.engine.reasons import ProtectedVictims
-from scheduler.engine.types import IDLE_SHARE_FAIR, RUNNING, Job, Policy, Snapshot
+from scheduler.engine.types import IDLE_SHARE_FAIR, PENDING, RUNNING, Job, Policy, Snapshot
 
 
 def _with_checkpoints(snapshot: Snapshot, seed: int) -> Snapshot:
@@ -54,6 +54,8 @@ def test_indexed_search_matches_the_reference_with_safe_points_and_protection(mo
     monkeypatch.setattr(cycle_module._Cycle, "_search_victims", both)
     for _label, snapshot in _policy_snapshots():
         check_decisions(snapshot, run_cycle(snapshot))
+    for seed in range(60):  # demotions add candidates mid-cycle: the index is rebuilt, still the same answers
+        run_cycle(replace(_within_snapshot(seed), now=40.0, policy=Policy(min_runtime_s=float(seed % 25))))
     assert asked["calls"] > 500 and asked["chosen"] > 100, asked
 
 
@@ -82,3 +84,41 @@ def test_protected_jobs_are_never_preempted_and_the_reason_names_when():
                 assert reason.until > snapshot.now
                 assert any((j.started_at or 0.0) + policy.min_runtime_s == reason.until for j in running.values())
     assert seen_reason > 5
+
+
+def _within_snapshot(seed: int) -> Snapshot:
+    """A cycle's admissions made running (In Quota jobs of every priority), then a queue of copies of
+    some of them at priority 9, in quotas that all have preempt_within."""
+    base = _random_snapshot(seed)
+    running = apply(base, run_cycle(base), exited=True, now=20.0)
+    rng = random.Random(seed)
+    newcomers = [replace(job, name=f"{job.name}-hi", priority=9, phase=PENDING, in_quota=False, nodes=(),
+                         started_at=None, submitted_at=100.0 + i)
+                 for i, job in enumerate(running.jobs) if job.phase == RUNNING and rng.random() < 0.5]
+    within = tuple(replace(q, preempt_within=q.parent is not None) for q in base.quotas)
+    return replace(_with_checkpoints(running, seed), quotas=within, jobs=_with_checkpoints(running, seed).jobs
+                   + tuple(newcomers))
+
+
+def test_preempt_within_demotes_and_preempts_only_lower_priority_jobs_of_the_same_quota():
+    demotions = within = 0
+    for seed in range(150):
+        snapshot = _within_snapshot(seed)
+        decisions = run_cycle(snapshot)  # (check_decisions holds §2 alone: In Quota jobs are never victims)
+        jobs = {job.name: job for job in snapshot.jobs}
+        for name in decisions.demoted:
+            job = jobs[name]
+            assert job.phase == RUNNING and job.in_quota and name not in decisions.preempted
+            assert name not in decisions.promoted
+            demotions += 1
+        for name, preemption in decisions.preempted.items():
+            victim, owner = jobs[name], jobs[preemption.for_job]
+            assert preemption.within == victim.in_quota
+            if victim.in_quota:
+                within += 1
+                assert victim.quota == owner.quota and victim.priority < owner.priority
+                assert preemption.code == "preempted_within_quota"
+                assert preemption.reason.startswith("preempted by a higher-priority job of the same quota")
+        assert all(name in decisions.admitted or name in decisions.nominated or name in decisions.pending
+                   for name, job in jobs.items() if job.phase == "pending")
+    assert demotions > 5 and within > 5, (demotions, within)
