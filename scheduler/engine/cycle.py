@@ -42,11 +42,13 @@ from .reasons import (
     NoRoom,
     Reason,
     Refused,
+    Starving,
     WaitingForVictims,
     any_model,
 )
 from .reclaim import CountingFit, GreedyFit, Victim, VictimQueue, select_victims
 from .resources import vector
+from .starvation import drain_sets, place_avoiding
 from .types import (
     IDLE_ACCEPTABLE,
     IDLE_OFF,
@@ -96,6 +98,8 @@ class _Cycle(WithinQuota, PolicySteps):
         self.within_quotas = {q.name for q in snapshot.quotas if q.preempt_within}
         self.in_quota_victims: dict[str, list[Victim]] = {}  # preempt_within quota -> its running In Quota jobs
         self.demoted_now: dict[str, Victim] = {}
+        self.starving: dict[str, tuple[str, ...]] = {}  # starvation_s: starving job -> its drain set
+        self.avoid: dict[str, frozenset[NodeState]] = {}  # job -> nodes of earlier starving jobs' drain sets
         self.capacity = Capacity(snapshot.nodes)
         self.quotas = QuotaTree(snapshot.quotas, snapshot.nodes)
         self.decisions = Decisions()
@@ -171,6 +175,7 @@ class _Cycle(WithinQuota, PolicySteps):
     # --- the cycle -------------------------------------------------------------------------------------
 
     def run(self) -> Decisions:
+        self.starving, self.avoid = drain_sets(self)  # before nominated jobs are served
         waiting = [d for d in self.queue if not (d.job.phase == NOMINATED and self._renew_nomination(d))]
         self._in_quota_pass(waiting)
         self._idle_pass([d for d in waiting if d.job.name in self.why])
@@ -217,6 +222,8 @@ class _Cycle(WithinQuota, PolicySteps):
             # Whatever path it failed on, a job the pool cannot hold even when empty is told so.
             if not isinstance(why, Refused):
                 why = self._never_fits_reason(demand) or why
+            if name in self.starving and not isinstance(why, Refused | NeverFits):
+                why = Starving(why, self.starving[name])
             decided.reasons[name] = why
 
     def _models(self, demand: Demand) -> list[str | None]:
@@ -324,7 +331,7 @@ class _Cycle(WithinQuota, PolicySteps):
         pool = demand.pool or ""
         # One model and equal pods with GPUs: the victim search itself answers "fits on free + being
         # released capacity, no victim needed" (an empty list), exactly when this placement would succeed.
-        skip_releasing = len(fitting) == 1 and self._indexed(demand, fitting[0]) and demoted is None
+        skip_releasing = len(fitting) == 1 and self._indexed(demand, fitting[0]) and not (demoted or self.avoid)
         for model in fitting:
             if not skip_releasing and self.capacity.has_releasing(pool, model):
                 placed = self._place(demand, model, releasing=True)
@@ -339,13 +346,19 @@ class _Cycle(WithinQuota, PolicySteps):
             if victims is not None:
                 for victim in victims:
                     self._preempt(victim, demand)
-                placed = place(self.capacity, demand, model, releasing=True)  # memo bypassed: room was just made
+                placed = self._place(demand, model, releasing=True, use_memo=False)  # room was just made
                 assert placed is not None, f"victims chosen for {demand.job.name} did not make room"
                 self._hold_in_quota(demand, model, placed)
                 return None
         return self._protected_reason(demand, fitting) or NoRoom(demand.describe())
 
-    def _place(self, demand: Demand, model: str | None, *, releasing: bool) -> list[Placed] | None:
+    def _place(self, demand: Demand, model: str | None, *, releasing: bool, use_memo: bool = True
+               ) -> list[Placed] | None:
+        avoid = self.avoid.get(demand.job.name)
+        if avoid is not None:
+            return place_avoiding(self.capacity, demand, model, avoid, releasing=releasing)
+        if not use_memo:
+            return place(self.capacity, demand, model, releasing=releasing)
         memo = self.no_released_room if releasing else self.no_free_room
         if memo.known_to_fail(demand, model):
             return None
@@ -355,6 +368,8 @@ class _Cycle(WithinQuota, PolicySteps):
         return placed
 
     def _select_victims(self, demand: Demand, model: str | None) -> list[Victim] | None:
+        if demand.job.name in self.avoid:
+            return self._walk(demand, model, self.victims)  # the index knows no drain sets
         if self.no_reclaim_room.known_to_fail(demand, model):
             return None
         victims = self._search_victims(demand, model)
@@ -383,17 +398,19 @@ class _Cycle(WithinQuota, PolicySteps):
         pool = demand.pool or ""
         shape = demand.shape
         could_host = self._host_test(demand, model)
+        avoid = self.avoid.get(demand.job.name, frozenset())
         fit: CountingFit | GreedyFit
         if shape is not None:
-            fit = CountingFit(shape, demand.count, self.capacity.nodes_with_room(pool, model, shape[0]), could_host)
+            base = [n for n in self.capacity.nodes_with_room(pool, model, shape[0]) if n not in avoid]
+            fit = CountingFit(shape, demand.count, base, could_host)
         else:
             fit = GreedyFit(demand.order, self.capacity.schedulable_nodes(pool, model), could_host)
         return select_victims(queue.candidates(pool, model, could_host), fit)
 
-    @staticmethod
-    def _host_test(demand: Demand, model: str | None) -> Callable[[NodeState], bool]:
+    def _host_test(self, demand: Demand, model: str | None) -> Callable[[NodeState], bool]:
         """Whether the job could be placed on a node: right pool and model, schedulable, big enough for
-        one of its pods."""
+        one of its pods, and in no drain set it must keep off."""
+        avoid = self.avoid.get(demand.job.name, frozenset())
         pool = demand.pool or ""
         shape = demand.shape
         sizes = [size[1:] for size in demand.order] if shape is None else [shape]
@@ -405,6 +422,7 @@ class _Cycle(WithinQuota, PolicySteps):
             if answer is None:
                 answer = answers[node] = (
                     node.schedulable
+                    and node not in avoid
                     and node.pool == pool
                     and (model is None or node.model == model)
                     and any(node.holds(*size) for size in sizes)
@@ -425,9 +443,7 @@ class _Cycle(WithinQuota, PolicySteps):
         name = victim.job.name
         if victim.job.in_quota and name not in self.demoted_now:
             self.quotas.demote(victim.quota, victim.request)  # an In Quota victim frees its guarantee too
-        self.decisions.preempted[name] = Preemption(
-            victim=name, for_job=demand.job.name, by_quota=demand.job.quota, within=victim.job.in_quota,
-        )
+        self.decisions.preempted[name] = Preemption(name, demand.job.name, demand.job.quota, victim.job.in_quota)
         # more capacity is being released now, on the victim's nodes
         self.no_released_room.forget({(node.pool, node.model) for node, *_ in victim.pods})
 

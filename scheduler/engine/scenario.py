@@ -52,7 +52,7 @@ from .types import (
 )
 
 TOP_KEYS = ("now", "policy", "nodes", "quotas", "jobs", "expect")
-POLICY_KEYS = ("idle_share", "min_runtime_s")
+POLICY_KEYS = ("idle_share", "min_runtime_s", "starvation_s")
 NODE_KEYS = ("name", "gpu_type", "gpus", "cpu", "memory_gib", "resource_type", "schedulable")
 QUOTA_KEYS = ("name", "parent", "min", "max", "resource_type", "preempt_within")
 RESOURCE_KEYS = ("gpus", "cpu", "memory_gib")
@@ -110,9 +110,11 @@ def _policy(read: Reader, value: Any, now: float | None) -> Policy:
     if idle_share not in IDLE_SHARES:
         raise read.fail("policy.idle_share", f"unknown idle share {kind(idle_share)} (use {' or '.join(IDLE_SHARES)})")
     min_runtime_s = read.number(raw.get("min_runtime_s", 0), "policy.min_runtime_s")
-    if min_runtime_s > 0 and now is None:
-        raise read.fail("now", "min_runtime_s is above 0: the file needs `now`, the cycle's time")
-    return Policy(idle_share=idle_share, min_runtime_s=min_runtime_s)
+    starvation_s = read.number(raw.get("starvation_s", 0), "policy.starvation_s")
+    for key, value in (("min_runtime_s", min_runtime_s), ("starvation_s", starvation_s)):
+        if value > 0 and now is None:
+            raise read.fail("now", f"{key} is above 0: the file needs `now`, the cycle's time")
+    return Policy(idle_share=idle_share, min_runtime_s=min_runtime_s, starvation_s=starvation_s)
 
 
 def _unique(read: Reader, names: list[str], path: str, what: str) -> None:

@@ -111,10 +111,11 @@ class Policy:
 
     idle_share: str = IDLE_SHARE_FIFO  # fifo | fair: the idle pass's order
     min_runtime_s: float = 0.0  # a Not in Quota job that has run less than this is no reclaim candidate
+    starvation_s: float = 0.0  # a job waiting longer gets a drain set (0: off)
 
     @property
     def is_default(self) -> bool:
-        return self.idle_share == IDLE_SHARE_FIFO and self.min_runtime_s <= 0
+        return self.idle_share == IDLE_SHARE_FIFO and self.min_runtime_s <= 0 and self.starvation_s <= 0
 
 
 DEFAULT_POLICY = Policy()
@@ -125,7 +126,7 @@ class Snapshot:
     nodes: tuple[Node, ...]
     quotas: tuple[Quota, ...]
     jobs: tuple[Job, ...]
-    now: float | None = None  # the cycle's time (seconds); needed by min_runtime_s
+    now: float | None = None  # the cycle's time (seconds); needed by min_runtime_s and starvation_s
     policy: Policy = DEFAULT_POLICY  # every pool's policy, unless `policies` names the pool
     policies: Mapping[str, Policy] = field(default_factory=dict)  # pool -> its policy
 

@@ -122,3 +122,28 @@ def test_preempt_within_demotes_and_preempts_only_lower_priority_jobs_of_the_sam
         assert all(name in decisions.admitted or name in decisions.nominated or name in decisions.pending
                    for name, job in jobs.items() if job.phase == "pending")
     assert demotions > 5 and within > 5, (demotions, within)
+
+
+def test_jobs_after_a_starving_job_stay_off_its_drain_set():
+    from scheduler.engine.cycle import _Cycle, queue_order
+
+    kept = 0
+    for seed in range(150):
+        base = _with_checkpoints(_random_snapshot(seed), seed)
+        snapshot = replace(base, now=1000.0, policy=Policy(starvation_s=float(seed % 7)))
+        cycle = _Cycle(snapshot)
+        decisions = cycle.run()
+        jobs = {job.name: job for job in snapshot.jobs}
+        order = sorted((j for j in snapshot.jobs if j.phase == PENDING), key=queue_order)
+        drained: set[str] = set()
+        for job in order:
+            placed = decisions.admitted[job.name].nodes if job.name in decisions.admitted else ()
+            placed += decisions.nominated.get(job.name, ())
+            assert not drained & set(placed), (seed, job.name)
+            drained |= set(cycle.starving.get(job.name, ()))
+            kept += bool(drained)
+        for name, preemption in decisions.preempted.items():
+            owner = jobs[preemption.for_job]
+            avoid = {n.name for n in cycle.avoid.get(owner.name, ())}
+            assert set(jobs[name].nodes) - avoid, (seed, name)
+    assert kept > 50
