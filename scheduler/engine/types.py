@@ -156,7 +156,7 @@ class Preemption:
     def reason(self) -> str:
         """"reclaimed by quota team-a for job bert-large" (built when read)."""
         if self.within:
-            return f"preempted by a higher-priority job of the same quota ({self.for_job})"
+            return "preempted by a higher-priority job of the same quota"
         return f"reclaimed by quota {self.by_quota} for job {self.for_job}"
 
 
