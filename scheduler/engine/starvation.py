@@ -38,6 +38,10 @@ def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, fro
         return starving, avoid
     drained: set[NodeState] = set()
     kept: frozenset[NodeState] = frozenset()
+    # inq counts nominated jobs (DESIGN §2): charged while deciding who fits in quota, then taken back
+    nominated = [(d, _nominated_model(cycle, d)) for d in cycle.queue if d.job.phase == NOMINATED and d.pool]
+    for demand, model in nominated:
+        cycle.quotas.charge(demand.job.quota, demand.request(model), in_quota=True)
     for demand in cycle.queue:
         job = demand.job
         if job.phase == NOMINATED:
@@ -57,10 +61,20 @@ def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, fro
             kept = frozenset(drained)
         else:
             starving[job.name] = ()
+    for demand, model in nominated:
+        cycle.quotas.release(demand.job.quota, demand.request(model))
+        cycle.quotas.demote(demand.job.quota, demand.request(model))
     if avoid:
         for memo in (cycle.no_free_room, cycle.no_released_room, cycle.no_reclaim_room, cycle.no_protected_room):
             memo.off()
     return starving, avoid
+
+
+def _nominated_model(cycle: _Cycle, demand: Demand) -> str | None:
+    if demand.model is not None or not demand.gpus:
+        return demand.model
+    node = cycle.capacity.nodes.get(demand.job.nodes[0]) if demand.job.nodes else None
+    return node.model if node is not None else None
 
 
 def _only_capacity(cycle: _Cycle, demand: Demand) -> bool:
