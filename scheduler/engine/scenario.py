@@ -2,7 +2,8 @@
 
 `load(path)` turns a file into a `Scenario` (a Snapshot plus the optional `expect:` block), with
 units converted (CPU cores -> millicores, memory GiB -> MiB) and defaults filled in: resource_type
-`general`, priority 1, idle `off`, submitted_at = the job's position in the file, state `pending`,
+`general` for nodes and roots (a child quota inherits its parent's, a job its quota's), the policy
+block's §2b defaults (`now` required once min_runtime_s or starvation_s is above 0), priority 1, idle `off`, submitted_at = the job's position in the file, state `pending`,
 pod role `worker` and count 1; a running or terminating job's `in_quota` defaults to true unless its
 idle mode is `only`, its `started_at` to its `submitted_at`. A root quota without `min` is
 guaranteed its pool's capacity.
