@@ -72,3 +72,28 @@ def test_demotion_is_written_and_promotion_brings_it_back(two_teams, recording_e
     low.refresh_from_db()
     assert (low.in_quota, low.demoted) == (True, False)
     assert JobEvent.objects.filter(job=low, kind=EventKind.PROMOTED).exists()
+
+
+def test_a_demoted_job_preempted_for_its_own_quota_is_a_priority_preemption(two_teams, recording_executor):  # noqa: F811
+    from scheduler.models import JobPreemption
+
+    t = two_teams
+    t["b"].preempt_within = True
+    t["b"].save()
+    low = submit(t, "b", "b-low", priority=1)
+    submit(t, "a", "a-1")
+    submit(t, "a", "a-2")
+    schedule_once()
+    report_running(recording_executor)
+    high = submit(t, "b", "b-high", priority=5)
+    schedule_once()  # b-low is demoted, then reclaimed for b-high: the cluster is full
+    low.refresh_from_db()
+    high.refresh_from_db()
+    assert low.status == JobStatus.PREEMPTED
+    assert not JobEvent.objects.filter(job=low, kind=EventKind.DEMOTED).exists()  # preempted: not listed
+    assert high.nominated_nodes
+    record = JobPreemption.objects.get(job=low)
+    assert record.kind == JobPreemption.Kind.PRIORITY
+    event = JobEvent.objects.get(job=low, kind=EventKind.PREEMPTED)
+    assert event.code == "preempted_within_quota"
+    assert "higher-priority job of the same quota" in event.reason
