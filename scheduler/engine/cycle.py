@@ -159,13 +159,14 @@ class _Cycle(WithinQuota, PolicySteps):
         else:
             for key, amount in request.items():
                 total[key] = total.get(key, 0) + amount
-        victim = Victim(job=job, quota=job.quota, pool=pool, request=request, pods=tuple(pods_at))
         if job.in_quota:
             if job.quota in self.within_quotas:
-                self.in_quota_victims.setdefault(job.quota, []).append(victim)
+                self.in_quota_victims.setdefault(job.quota, []).append(
+                    Victim(job=job, quota=job.quota, pool=pool, request=request, pods=tuple(pods_at)))
             return None
         if job.idle == IDLE_ACCEPTABLE or job.demoted:  # a demoted job comes back whatever its idle mode
             self.promotable.append((job, request))
+        victim = Victim(job=job, quota=job.quota, pool=pool, request=request, pods=tuple(pods_at))
         until = protected_until(job, self.snapshot.policy_of(pool), self.snapshot.now)
         if until is not None:
             self.protected.append((victim, until))
