@@ -8,7 +8,17 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.html import format_html
 
-from scheduler.models import Job, JobEvent, JobRole, Node, Pod, ResourceQuota, ResourceType, Workspace
+from scheduler.models import (
+    Job,
+    JobEvent,
+    JobRole,
+    Node,
+    Pod,
+    PoolPolicy,
+    ResourceQuota,
+    ResourceType,
+    Workspace,
+)
 from scheduler.services.nodes import node_drain, node_register, node_set_schedulable
 from scheduler.services.quotas import quota_create, quota_update
 
@@ -80,12 +90,20 @@ class QuotaAdminForm(forms.ModelForm):
         model = ResourceQuota
         fields = [
             "name", "description", "parent", "resource_type", "min_gpus", "min_cpu", "min_memory_gib",
-            "max_gpus", "max_cpu", "max_memory_gib", "workspaces",
+            "max_gpus", "max_cpu", "max_memory_gib", "preempt_within", "workspaces",
         ]
         help_texts = {
             "min_gpus": 'Guaranteed GPUs per model, e.g. {"A100": 8}.',
             "max_gpus": 'Ceiling per model, e.g. {"A100": 16}; empty: GPUs not capped.',
         }
+
+
+@admin.register(PoolPolicy)
+class PoolPolicyAdmin(admin.ModelAdmin):
+    """Per pool opt-in policies (DESIGN §2b); the scheduling loop reads them every cycle."""
+
+    list_display = ("resource_type", "idle_share", "min_runtime_s", "starvation_s")
+    fields = ("resource_type", "idle_share", "min_runtime_s", "starvation_s")
 
 
 def _quota_depth(quota: ResourceQuota) -> int:

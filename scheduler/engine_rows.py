@@ -88,6 +88,7 @@ def engine_quota(quota: ResourceQuota, names: dict[int, str]) -> engine.Quota:
         min=quota.min_vector(),
         max=quota.max_vector(),
         pool=quota.resource_type,
+        preempt_within=quota.preempt_within,
     )
 
 

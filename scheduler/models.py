@@ -92,6 +92,11 @@ class ResourceQuota(models.Model):
     max_cpu = models.DecimalField(max_digits=10, decimal_places=3, null=True, blank=True)
     max_memory_gib = models.DecimalField(max_digits=12, decimal_places=3, null=True, blank=True)
     workspaces = models.ManyToManyField(Workspace, related_name="quotas", blank=True)
+    preempt_within = models.BooleanField(
+        default=False,
+        help_text="A higher-priority job of this quota first moves its lower-priority In Quota jobs to idle "
+        "resources, then may preempt them (DESIGN §2b).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -218,6 +223,8 @@ class Job(models.Model):
         default=0, help_text="Attempts requeued because a pod never started (no restart used)."
     )
     progress = models.JSONField(default=dict, blank=True)
+    demoted = models.BooleanField(default=False, help_text="Moved to idle resources by a higher-priority job "
+                                  "of its quota (preempt_within); promoted back whatever its idle mode.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -470,3 +477,27 @@ class GpuSample(models.Model):
     class Meta:
         ordering = ["time", "gpu_index"]
         indexes = [models.Index(fields=["job", "time"])]
+
+
+class PoolPolicy(models.Model):
+    """A pool's opt-in scheduling policies (DESIGN §2b); a pool without a row uses the defaults, §2's rules."""
+
+    class IdleShare(models.TextChoices):
+        FIFO = "fifo", "In pending order"
+        FAIR = "fair", "Fair share: lowest borrowed share of its quota first"
+
+    resource_type = models.CharField(max_length=16, choices=ResourceType.choices, unique=True)
+    idle_share = models.CharField(max_length=8, choices=IdleShare.choices, default=IdleShare.FIFO)
+    min_runtime_s = models.PositiveIntegerField(
+        default=0, help_text="A job on idle resources is not reclaimed before it has run this long (0: off)."
+    )
+    starvation_s = models.PositiveIntegerField(
+        default=0, help_text="A job waiting longer than this gets nodes kept for it as they empty (0: off)."
+    )
+
+    class Meta:
+        ordering = ["resource_type"]
+        verbose_name_plural = "pool policies"
+
+    def __str__(self) -> str:
+        return f"{self.resource_type} policies"

@@ -76,6 +76,7 @@ class EventKind(StrEnum):
     RUNNING = "running"
     RESUMED = "resumed"  # progress reported a resume from a checkpoint
     PROMOTED = "promoted"
+    DEMOTED = "demoted"  # preempt_within: moved to idle resources by a higher-priority job of its quota
     PREEMPTED = "preempted"
     STOPPING = "stopping"
     STOPPED = "stopped"

@@ -15,7 +15,7 @@ A job that names no GPU model tries the pool's models in name order, and only th
 quota fits; each step is tried on every model before the next step, so the job prefers landing
 now on any model over nominating, and nominating over preempting.
 
-Failure memo (`_Memo`): free capacity only shrinks during a cycle, and free + being-released +
+Failure memo (`memo.FailureMemo`): free capacity only shrinks during a cycle, and free + being-released +
 reclaimable capacity only shrinks during the in-quota pass (a victim's capacity moves from
 "reclaimable" to "being released"). For a gang of equal pods, fitting is a count that can only
 shrink with capacity, so once `n` such pods failed in a pool/model, `n` or more fail again for
@@ -26,11 +26,13 @@ fast. Gangs of mixed pod sizes are always tried (best fit on mixed sizes is not 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable
+from collections.abc import Callable
 
 from .capacity import Capacity, NodeState
 from .demand import Demand, demand_of, named_models
+from .memo import FailureMemo as _Memo
 from .placement import Placed, node_names_in_pod_order, place, unplaceable_reason
+from .policies import PolicySteps, protected_until
 from .quota import QuotaTree
 from .reasons import (
     BothPaths,
@@ -40,11 +42,13 @@ from .reasons import (
     NoRoom,
     Reason,
     Refused,
+    Starving,
     WaitingForVictims,
     any_model,
 )
 from .reclaim import CountingFit, GreedyFit, Victim, VictimQueue, select_victims
 from .resources import vector
+from .starvation import drain_sets, place_avoiding
 from .types import (
     IDLE_ACCEPTABLE,
     IDLE_OFF,
@@ -59,6 +63,7 @@ from .types import (
     Snapshot,
 )
 from .victim_index import VictimIndex
+from .within import WithinQuota
 
 
 def run_cycle(snapshot: Snapshot) -> Decisions:
@@ -83,40 +88,18 @@ def queue_order(job: Job) -> tuple[int, float, str]:
     return (-job.priority, job.submitted_at, job.name)
 
 
-class _Memo:
-    """Smallest failed gang size per (pool, model, pod size), for gangs of equal pods (see module doc)."""
-
-    __slots__ = ("_failed",)
-
-    def __init__(self) -> None:
-        # (pool, model) -> pod size -> smallest gang size that failed
-        self._failed: dict[tuple[str | None, str | None], dict[tuple[int, int, int], int]] = {}
-
-    def known_to_fail(self, demand: Demand, model: str | None) -> bool:
-        if demand.shape is None:
-            return False
-        sizes = self._failed.get((demand.pool, model))
-        if sizes is None:
-            return False
-        failed = sizes.get(demand.shape)
-        return failed is not None and failed <= demand.count
-
-    def failed(self, demand: Demand, model: str | None) -> None:
-        if demand.shape is not None:
-            sizes = self._failed.setdefault((demand.pool, model), {})
-            sizes[demand.shape] = min(sizes.get(demand.shape, demand.count), demand.count)
-
-    def forget(self, groups: Iterable[tuple[str, str]]) -> None:
-        """Capacity was added on nodes of these (pool, model)s: what failed there (or on any model of the
-        pool, for jobs without GPUs) may fit now."""
-        for pool, model in groups:
-            self._failed.pop((pool, None), None)
-            self._failed.pop((pool, model), None)
-
-
-class _Cycle:
+class _Cycle(WithinQuota, PolicySteps):
     def __init__(self, snapshot: Snapshot) -> None:
         self.nodes = snapshot.nodes
+        self.snapshot = snapshot
+        self.protected: list[tuple[Victim, float]] = []  # min_runtime_s: no candidates yet, until when
+        self._with_protected: VictimQueue | None = None
+        self.no_protected_room = _Memo()
+        self.within_quotas = {q.name for q in snapshot.quotas if q.preempt_within}
+        self.in_quota_victims: dict[str, list[Victim]] = {}  # preempt_within quota -> its running In Quota jobs
+        self.demoted_now: dict[str, Victim] = {}
+        self.starving: dict[str, tuple[str, ...]] = {}  # starvation_s: starving job -> its drain set
+        self.avoid: dict[str, frozenset[NodeState]] = {}  # job -> nodes of earlier starving jobs' drain sets
         self.capacity = Capacity(snapshot.nodes)
         self.quotas = QuotaTree(snapshot.quotas, snapshot.nodes)
         self.decisions = Decisions()
@@ -177,18 +160,29 @@ class _Cycle:
             for key, amount in request.items():
                 total[key] = total.get(key, 0) + amount
         if job.in_quota:
+            if job.quota in self.within_quotas:
+                self.in_quota_victims.setdefault(job.quota, []).append(
+                    Victim(job=job, quota=job.quota, pool=pool, request=request, pods=tuple(pods_at)))
             return None
-        if job.idle == IDLE_ACCEPTABLE:
+        if job.idle == IDLE_ACCEPTABLE or job.demoted:  # a demoted job comes back whatever its idle mode
             self.promotable.append((job, request))
-        return Victim(job=job, quota=job.quota, pool=pool, request=request, pods=tuple(pods_at))
+        victim = Victim(job=job, quota=job.quota, pool=pool, request=request, pods=tuple(pods_at))
+        until = protected_until(job, self.snapshot.policy_of(pool), self.snapshot.now)
+        if until is not None:
+            self.protected.append((victim, until))
+            return None
+        return victim
 
     # --- the cycle -------------------------------------------------------------------------------------
 
     def run(self) -> Decisions:
+        self.starving, self.avoid = drain_sets(self)  # before nominated jobs are served
         waiting = [d for d in self.queue if not (d.job.phase == NOMINATED and self._renew_nomination(d))]
         self._in_quota_pass(waiting)
         self._idle_pass([d for d in waiting if d.job.name in self.why])
         self._promote()
+        gone = set(self.decisions.preempted) | set(self.decisions.promoted)
+        self.decisions.demoted = sorted(name for name in self.demoted_now if name not in gone)
         self._pending()
         return self.decisions
 
@@ -202,7 +196,7 @@ class _Cycle:
                 self.why[demand.job.name] = reason
 
     def _idle_pass(self, still_pending: list[Demand]) -> None:
-        for demand in still_pending:
+        for demand in self._idle_order(still_pending):
             name = demand.job.name
             earlier = self.why[name]
             if demand.job.idle == IDLE_OFF or isinstance(earlier, Refused):
@@ -229,6 +223,8 @@ class _Cycle:
             # Whatever path it failed on, a job the pool cannot hold even when empty is told so.
             if not isinstance(why, Refused):
                 why = self._never_fits_reason(demand) or why
+            if name in self.starving and not isinstance(why, Refused | NeverFits):
+                why = Starving(why, self.starving[name])
             decided.reasons[name] = why
 
     def _models(self, demand: Demand) -> list[str | None]:
@@ -302,6 +298,16 @@ class _Cycle:
 
     def _in_quota(self, demand: Demand) -> Reason | None:
         """Admit, nominate (maybe preempting) or return why not."""
+        if demand.job.quota not in self.within_quotas:
+            return self._in_quota_steps(demand, None)
+        demoted: list[Victim] = []
+        reason = self._in_quota_steps(demand, demoted)
+        if demoted:
+            self._settle_demotions(demand, demoted, admitted=reason is None)
+        return reason
+
+    def _in_quota_steps(self, demand: Demand, demoted: list[Victim] | None) -> Reason | None:
+        """`demoted`: None, or (preempt_within) filled with the jobs demoted for this one."""
         refusal = self._refusal(demand)
         if refusal is not None:
             return refusal
@@ -314,6 +320,8 @@ class _Cycle:
                 fitting.append(model)
             else:
                 short.append(reason)
+        if not fitting and demoted is not None:
+            fitting = next(([m] for m in self._models(demand) if self._demote_for(demand, m, demoted)), [])
         if not fitting:
             return any_model(short) if short else NoRoom(demand.describe())
         for model in fitting:
@@ -324,7 +332,7 @@ class _Cycle:
         pool = demand.pool or ""
         # One model and equal pods with GPUs: the victim search itself answers "fits on free + being
         # released capacity, no victim needed" (an empty list), exactly when this placement would succeed.
-        skip_releasing = len(fitting) == 1 and self._indexed(demand, fitting[0])
+        skip_releasing = len(fitting) == 1 and self._indexed(demand, fitting[0]) and not (demoted or self.avoid)
         for model in fitting:
             if not skip_releasing and self.capacity.has_releasing(pool, model):
                 placed = self._place(demand, model, releasing=True)
@@ -332,17 +340,26 @@ class _Cycle:
                     self._hold_in_quota(demand, model, placed)
                     return None
         for model in fitting:
-            victims = self._select_victims(demand, model)
+            if demoted is None:
+                victims = self._select_victims(demand, model)
+            else:
+                victims = self._walk(demand, model, self._within_queue(demand, demoted))
             if victims is not None:
                 for victim in victims:
                     self._preempt(victim, demand)
-                placed = place(self.capacity, demand, model, releasing=True)  # memo bypassed: room was just made
+                placed = self._place(demand, model, releasing=True, use_memo=False)  # room was just made
                 assert placed is not None, f"victims chosen for {demand.job.name} did not make room"
                 self._hold_in_quota(demand, model, placed)
                 return None
-        return NoRoom(demand.describe())
+        return self._protected_reason(demand, fitting) or NoRoom(demand.describe())
 
-    def _place(self, demand: Demand, model: str | None, *, releasing: bool) -> list[Placed] | None:
+    def _place(self, demand: Demand, model: str | None, *, releasing: bool, use_memo: bool = True
+               ) -> list[Placed] | None:
+        avoid = self.avoid.get(demand.job.name)
+        if avoid is not None:
+            return place_avoiding(self.capacity, demand, model, avoid, releasing=releasing)
+        if not use_memo:
+            return place(self.capacity, demand, model, releasing=releasing)
         memo = self.no_released_room if releasing else self.no_free_room
         if memo.known_to_fail(demand, model):
             return None
@@ -352,6 +369,8 @@ class _Cycle:
         return placed
 
     def _select_victims(self, demand: Demand, model: str | None) -> list[Victim] | None:
+        if demand.job.name in self.avoid:
+            return self._walk(demand, model, self.victims)  # the index knows no drain sets
         if self.no_reclaim_room.known_to_fail(demand, model):
             return None
         victims = self._search_victims(demand, model)
@@ -368,12 +387,33 @@ class _Cycle:
         """The victims for `demand` on `model` (DESIGN §2); None when reclaiming every candidate would
         not make room. Gangs of equal pods with GPUs use the node index (`victim_index`); the rest (mixed
         pod sizes, GPU-less pods) walk the candidates with a fit that places them."""
-        pool = demand.pool or ""
         shape = demand.shape
         if shape is not None and self._indexed(demand, model):
             if self._victim_index is None:
                 self._victim_index = VictimIndex(self.victims.untaken(), self.capacity)
-            return self._victim_index.select(pool, model, shape, demand.count)
+            return self._victim_index.select(demand.pool or "", model, shape, demand.count)
+        return self._walk(demand, model, self.victims)
+
+    def _walk(self, demand: Demand, model: str | None, queue: VictimQueue) -> list[Victim] | None:
+        """§2's victim walk over `queue`'s candidates."""
+        pool = demand.pool or ""
+        shape = demand.shape
+        could_host = self._host_test(demand, model)
+        avoid = self.avoid.get(demand.job.name, frozenset())
+        fit: CountingFit | GreedyFit
+        if shape is not None:
+            base = [n for n in self.capacity.nodes_with_room(pool, model, shape[0]) if n not in avoid]
+            fit = CountingFit(shape, demand.count, base, could_host)
+        else:
+            fit = GreedyFit(demand.order, self.capacity.schedulable_nodes(pool, model), could_host)
+        return select_victims(queue.candidates(pool, model, could_host), fit)
+
+    def _host_test(self, demand: Demand, model: str | None) -> Callable[[NodeState], bool]:
+        """Whether the job could be placed on a node: right pool and model, schedulable, big enough for
+        one of its pods, and in no drain set it must keep off."""
+        avoid = self.avoid.get(demand.job.name, frozenset())
+        pool = demand.pool or ""
+        shape = demand.shape
         sizes = [size[1:] for size in demand.order] if shape is None else [shape]
 
         answers: dict[NodeState, bool] = {}  # asked for the same nodes again and again while choosing
@@ -383,31 +423,28 @@ class _Cycle:
             if answer is None:
                 answer = answers[node] = (
                     node.schedulable
+                    and node not in avoid
                     and node.pool == pool
                     and (model is None or node.model == model)
                     and any(node.holds(*size) for size in sizes)
                 )
             return answer
 
-        fit: CountingFit | GreedyFit
-        if shape is not None:
-            fit = CountingFit(shape, demand.count, self.capacity.nodes_with_room(pool, model, shape[0]), could_host)
-        else:
-            fit = GreedyFit(demand.order, self.capacity.schedulable_nodes(pool, model), could_host)
-        return select_victims(self.victims.candidates(pool, model, could_host), fit)
+        return could_host
 
     def _preempt(self, victim: Victim, demand: Demand) -> None:
         self.victims.take(victim)
+        if self._with_protected is not None:
+            self._with_protected.take(victim)
         if self._victim_index is not None:
             self._victim_index.take(victim)
         for node, g, c, m in victim.pods:
             self.capacity.release(node, g, c, m, victim.job.name)
         self.quotas.release(victim.quota, victim.request)
-        self.decisions.preempted[victim.job.name] = Preemption(
-            victim=victim.job.name,
-            for_job=demand.job.name,
-            by_quota=demand.job.quota,
-        )
+        name = victim.job.name
+        if victim.job.in_quota and name not in self.demoted_now:
+            self.quotas.demote(victim.quota, victim.request)  # an In Quota victim frees its guarantee too
+        self.decisions.preempted[name] = Preemption(name, demand.job.name, demand.job.quota, victim.job.in_quota)
         # more capacity is being released now, on the victim's nodes
         self.no_released_room.forget({(node.pool, node.model) for node, *_ in victim.pods})
 

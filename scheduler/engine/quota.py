@@ -147,6 +147,11 @@ class QuotaTree:
         for qnode in self._nodes[name].chain:
             add_into(qnode.room, request, sign=-1)
 
+    def demote(self, name: str, request: Resources) -> None:
+        """An In Quota job becomes Not in Quota (preempt_within): it keeps its use, frees its guarantee."""
+        for qnode in self._nodes[name].chain:
+            add_into(qnode.room, request)
+
     def release(self, name: str, request: Resources) -> None:
         """A Not in Quota victim stops counting: its capacity is being released."""
         items = request.items()

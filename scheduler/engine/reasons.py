@@ -107,6 +107,35 @@ class NoIdleRoom(Reason):
 
 
 @dataclass(frozen=True, slots=True)
+class ProtectedVictims(Reason):
+    """Fits in quota, and would fit if Not in Quota jobs protected by the pool's `min_runtime_s` were
+    reclaimed (DESIGN §2b): `until` is the earliest time one of them stops being protected."""
+
+    code: ClassVar[str] = "protected_victims"
+    demand: Asked
+    until: float
+
+    def __str__(self) -> str:
+        return (f"no room for {self.demand} until idle jobs have run their minimum runtime: the first "
+                f"can be reclaimed at {self.until:g}")
+
+
+@dataclass(frozen=True, slots=True)
+class Starving(Reason):
+    """starvation_s (DESIGN §2b): the job waited too long; `nodes` are kept for it (later jobs stay off
+    them) and fill as their jobs end. `why`: what blocks it now."""
+
+    code: ClassVar[str] = "starving"
+    why: Reason
+    nodes: tuple[str, ...]
+
+    def __str__(self) -> str:
+        if not self.nodes:
+            return f"{self.why}; waiting too long, but no set of nodes could hold it even when empty"
+        return f"{self.why}; waiting too long: nodes {', '.join(self.nodes)} are kept for it as they empty"
+
+
+@dataclass(frozen=True, slots=True)
 class WaitingForVictims(Reason):
     """Nominated: the reservation includes capacity of jobs whose pods are still exiting."""
 
@@ -198,6 +227,8 @@ REASON_CODES = (
     "quota_full",  # the guarantee (min) of the job's quota or an ancestor is used up
     "max_reached",  # a max on the way up would be passed
     "no_capacity",  # fits in quota, but no room even if every idle job were reclaimed
+    "starving",  # waited past the pool's starvation_s: nodes are kept for it (the inner reason says why now)
+    "protected_victims",  # would fit by reclaiming idle jobs still within the pool's min_runtime_s
     "no_idle_capacity",  # no free unreserved capacity for a job on idle resources
     "quota_and_idle",  # an `acceptable` job blocked on both paths (each part has its own code)
     "waiting_for_victims",  # nominated: the jobs it preempted (or others) are still exiting

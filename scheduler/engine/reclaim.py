@@ -36,17 +36,19 @@ class Victim:
 
 
 def candidates_ordering(job: Job) -> tuple[int, float, str]:
-    """Lower priority first; then the most recently started (least work lost); then by name."""
-    started = job.started_at if job.started_at is not None else job.submitted_at
-    return (job.priority, -started, job.name)
+    """Lower priority first; then the most recent safe point (least work lost: `Job.safe_point`, the last
+    checkpoint reported after the start, else the start); then by name."""
+    return (job.priority, -job.safe_point, job.name)
 
 
 class VictimQueue:
     """The running Not in Quota jobs, per pool and per GPU model of their nodes, in candidate order."""
 
-    def __init__(self, victims: Iterable[Victim]) -> None:
+    def __init__(self, victims: Iterable[Victim], then: Iterable[Victim] = ()) -> None:
+        """`then`: candidates that come after all of `victims` (preempt_within's In Quota ones)."""
         self._lists: dict[tuple[str, str | None], list[Victim]] = {}
         self.ordered = sorted(victims, key=lambda v: candidates_ordering(v.job))
+        self.ordered += sorted(then, key=lambda v: candidates_ordering(v.job))
         self._listed = False  # the per (pool, model) lists are built on first use
         self._start: dict[tuple[str, str | None], int] = {}  # every entry before it is taken
         self._taken: set[str] = set()

@@ -2,7 +2,8 @@
 
 `load(path)` turns a file into a `Scenario` (a Snapshot plus the optional `expect:` block), with
 units converted (CPU cores -> millicores, memory GiB -> MiB) and defaults filled in: resource_type
-`general`, priority 1, idle `off`, submitted_at = the job's position in the file, state `pending`,
+`general` for nodes and roots (a child quota inherits its parent's, a job its quota's), the policy
+block's §2b defaults (`now` required once min_runtime_s or starvation_s is above 0), priority 1, idle `off`, submitted_at = the job's position in the file, state `pending`,
 pod role `worker` and count 1; a running or terminating job's `in_quota` defaults to true unless its
 idle mode is `only`, its `started_at` to its `submitted_at`. A root quota without `min` is
 guaranteed its pool's capacity.
@@ -27,12 +28,15 @@ import yaml
 
 from .cycle import run_cycle
 from .quota import tree_problems
+from .scenario_read import Reader, ScenarioError, kind
 from .types import (
     CPU,
     DEFAULT_POOL,
     IDLE_MODES,
     IDLE_OFF,
     IDLE_ONLY,
+    IDLE_SHARE_FIFO,
+    IDLE_SHARES,
     MEMORY,
     NOMINATED,
     PENDING,
@@ -42,30 +46,24 @@ from .types import (
     Job,
     Node,
     Pod,
+    Policy,
     Quota,
     Snapshot,
     gpu_key,
 )
 
-TOP_KEYS = ("nodes", "quotas", "jobs", "expect")
+TOP_KEYS = ("now", "policy", "nodes", "quotas", "jobs", "expect")
+POLICY_KEYS = ("idle_share", "min_runtime_s", "starvation_s")
 NODE_KEYS = ("name", "gpu_type", "gpus", "cpu", "memory_gib", "resource_type", "schedulable")
-QUOTA_KEYS = ("name", "parent", "min", "max", "resource_type")
+QUOTA_KEYS = ("name", "parent", "min", "max", "resource_type", "preempt_within")
 RESOURCE_KEYS = ("gpus", "cpu", "memory_gib")
 JOB_KEYS = (
     "name", "quota", "priority", "idle", "submitted_at", "pods", "state", "in_quota", "started_at", "nodes",
-    "resource_type",
+    "resource_type", "checkpointed_at", "demoted",
 )
 POD_KEYS = ("role", "count", "gpus", "gpu_type", "cpu", "memory_gib")
-EXPECT_KEYS = ("admitted", "preempted", "nominated", "promoted", "pending", "reasons")
-EXPECT_LISTS = ("preempted", "nominated", "promoted", "pending")
-
-
-class ScenarioError(ValueError):
-    """A malformed scenario file: `file: path: reason`."""
-
-    def __init__(self, file: str, path: str, reason: str) -> None:
-        self.file, self.path, self.reason = file, path, reason
-        super().__init__(f"{file}: {path}: {reason}" if path else f"{file}: {reason}")
+EXPECT_KEYS = ("admitted", "preempted", "nominated", "promoted", "demoted", "pending", "reasons")
+EXPECT_LISTS = ("preempted", "nominated", "promoted", "demoted", "pending")
 
 
 @dataclass(frozen=True)
@@ -73,75 +71,6 @@ class Scenario:
     source: str
     snapshot: Snapshot
     expect: dict[str, Any] | None
-
-
-# --- reading values ----------------------------------------------------------------------------------------
-
-
-class _Reader:
-    """Typed access to the parsed mapping, raising ScenarioError with the path of the bad value."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, path: str, reason: str) -> ScenarioError:
-        return ScenarioError(self.source, path, reason)
-
-    def mapping(self, value: Any, path: str, allowed: Sequence[str]) -> Mapping[str, Any]:
-        if not isinstance(value, Mapping):
-            raise self.fail(path, f"expected a mapping, got {_kind(value)}")
-        for key in value:
-            if key not in allowed:
-                raise self.fail(f"{path}.{key}" if path else str(key), f"unknown key (allowed: {', '.join(allowed)})")
-        return value
-
-    def items(self, value: Any, path: str) -> list[Any]:
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            raise self.fail(path, f"expected a list, got {_kind(value)}")
-        return value
-
-    def text(self, value: Any, path: str) -> str:
-        if not isinstance(value, str) or not value:
-            raise self.fail(path, f"expected a non-empty string, got {_kind(value)}")
-        return value
-
-    def integer(self, value: Any, path: str, low: int | None = 0, high: int | None = None) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(path, f"expected a whole number, got {_kind(value)}")
-        return self._bounded(value, path, low, high)
-
-    def number(self, value: Any, path: str, low: float | None = 0) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(path, f"expected a number, got {_kind(value)}")
-        return self._bounded(value, path, low, None)
-
-    def flag(self, value: Any, path: str) -> bool:
-        if not isinstance(value, bool):
-            raise self.fail(path, f"expected true or false, got {_kind(value)}")
-        return value
-
-    def _bounded(self, value: Any, path: str, low: float | None, high: float | None) -> Any:
-        if low is not None and value < low:
-            raise self.fail(path, "must not be negative" if low == 0 else f"must be at least {low}, got {value}")
-        if high is not None and value > high:
-            raise self.fail(path, f"must be at most {high}, got {value}")
-        return value
-
-    def millicores(self, value: Any, path: str) -> int:
-        return round(self.number(value, path) * 1000)
-
-    def mib(self, value: Any, path: str) -> int:
-        return round(self.number(value, path) * 1024)
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, str):
-        return f"'{value}'"
-    return type(value).__name__ if isinstance(value, (list, dict, Mapping)) else repr(value)
 
 
 # --- the file ------------------------------------------------------------------------------------------
@@ -163,17 +92,33 @@ def load(path: str | Path) -> Scenario:
 
 def parse(data: Any, *, source: str = "<scenario>") -> Scenario:
     """Check a parsed scenario mapping and build its Snapshot."""
-    read = _Reader(source)
+    read = Reader(source)
     top = read.mapping(data if data is not None else {}, "", TOP_KEYS)
+    now = read.number(top["now"], "now", low=None) if top.get("now") is not None else None
+    policy = _policy(read, top.get("policy"), now)
     nodes = _nodes(read, read.items(top.get("nodes"), "nodes"))
     quotas = _quotas(read, read.items(top.get("quotas"), "quotas"), nodes)
     jobs = _jobs(read, read.items(top.get("jobs"), "jobs"), nodes, quotas)
     expect = _expect(read, top["expect"], {job.name for job in jobs}) if "expect" in top else None
-    return Scenario(source=source, snapshot=Snapshot(nodes=tuple(nodes), quotas=tuple(quotas), jobs=tuple(jobs)),
-                    expect=expect)
+    snapshot = Snapshot(nodes=tuple(nodes), quotas=tuple(quotas), jobs=tuple(jobs), now=now, policy=policy)
+    return Scenario(source=source, snapshot=snapshot, expect=expect)
 
 
-def _unique(read: _Reader, names: list[str], path: str, what: str) -> None:
+def _policy(read: Reader, value: Any, now: float | None) -> Policy:
+    """The file's `policy:` block (DESIGN §2b); `now` is required once a policy reads the time."""
+    raw = read.mapping(value if value is not None else {}, "policy", POLICY_KEYS)
+    idle_share = raw.get("idle_share", IDLE_SHARE_FIFO)
+    if idle_share not in IDLE_SHARES:
+        raise read.fail("policy.idle_share", f"unknown idle share {kind(idle_share)} (use {' or '.join(IDLE_SHARES)})")
+    min_runtime_s = read.number(raw.get("min_runtime_s", 0), "policy.min_runtime_s")
+    starvation_s = read.number(raw.get("starvation_s", 0), "policy.starvation_s")
+    for key, value in (("min_runtime_s", min_runtime_s), ("starvation_s", starvation_s)):
+        if value > 0 and now is None:
+            raise read.fail("now", f"{key} is above 0: the file needs `now`, the cycle's time")
+    return Policy(idle_share=idle_share, min_runtime_s=min_runtime_s, starvation_s=starvation_s)
+
+
+def _unique(read: Reader, names: list[str], path: str, what: str) -> None:
     seen: set[str] = set()
     for i, name in enumerate(names):
         if name in seen:
@@ -181,7 +126,7 @@ def _unique(read: _Reader, names: list[str], path: str, what: str) -> None:
         seen.add(name)
 
 
-def _nodes(read: _Reader, items: list[Any]) -> list[Node]:
+def _nodes(read: Reader, items: list[Any]) -> list[Node]:
     nodes = []
     for i, item in enumerate(items):
         path = f"nodes[{i}]"
@@ -205,14 +150,14 @@ def _nodes(read: _Reader, items: list[Any]) -> list[Node]:
     return nodes
 
 
-def _resources(read: _Reader, value: Any, path: str) -> dict[str, int]:
+def _resources(read: Reader, value: Any, path: str) -> dict[str, int]:
     """{gpus: {A100: 16}, cpu: 192, memory_gib: 1536} as an engine vector."""
     raw = read.mapping(value, path, RESOURCE_KEYS)
     out: dict[str, int] = {}
     gpus = raw.get("gpus")
     if gpus is not None:
         if not isinstance(gpus, Mapping):
-            raise read.fail(f"{path}.gpus", f"expected GPUs per model ({{A100: 8}}), got {_kind(gpus)}")
+            raise read.fail(f"{path}.gpus", f"expected GPUs per model ({{A100: 8}}), got {kind(gpus)}")
         for model, count in gpus.items():
             out[gpu_key(read.text(model, f"{path}.gpus"))] = read.integer(count, f"{path}.gpus.{model}")
     if "cpu" in raw:
@@ -222,11 +167,22 @@ def _resources(read: _Reader, value: Any, path: str) -> dict[str, int]:
     return out
 
 
-def _quotas(read: _Reader, items: list[Any], nodes: list[Node]) -> list[Quota]:
+def _quotas(read: Reader, items: list[Any], nodes: list[Node]) -> list[Quota]:
     quotas = []
-    for i, item in enumerate(items):
+    raws = [read.mapping(item, f"quotas[{i}]", QUOTA_KEYS) for i, item in enumerate(items)]
+    stated = {raw.get("name"): raw.get("resource_type") for raw in raws}
+    parent_of = {raw.get("name"): raw.get("parent") for raw in raws}
+
+    def inherited(name: Any) -> Any:
+        """A quota that states no pool is in its parent's (DESIGN §4); a root without one is `general`."""
+        seen = set()
+        while stated.get(name) is None and parent_of.get(name) in stated and name not in seen:
+            seen.add(name)
+            name = parent_of[name]
+        return stated.get(name) or DEFAULT_POOL
+
+    for i, raw in enumerate(raws):
         path = f"quotas[{i}]"
-        raw = read.mapping(item, path, QUOTA_KEYS)
         parent = raw.get("parent")
         quotas.append(
             Quota(
@@ -234,7 +190,8 @@ def _quotas(read: _Reader, items: list[Any], nodes: list[Node]) -> list[Quota]:
                 parent=read.text(parent, f"{path}.parent") if parent is not None else None,
                 min=_resources(read, raw["min"], f"{path}.min") if raw.get("min") is not None else {},
                 max=_resources(read, raw["max"], f"{path}.max") if raw.get("max") is not None else None,
-                pool=read.text(raw.get("resource_type", DEFAULT_POOL), f"{path}.resource_type"),
+                pool=read.text(raw.get("resource_type") or inherited(raw.get("name")), f"{path}.resource_type"),
+                preempt_within=read.flag(raw.get("preempt_within", False), f"{path}.preempt_within"),
             )
         )
     _unique(read, [q.name for q in quotas], "quotas", "quota")
@@ -244,16 +201,16 @@ def _quotas(read: _Reader, items: list[Any], nodes: list[Node]) -> list[Quota]:
     return quotas
 
 
-def _idle_mode(read: _Reader, value: Any, path: str) -> str:
+def _idle_mode(read: Reader, value: Any, path: str) -> str:
     # YAML 1.1 reads a bare `off` as false.
     if value is False:
         return IDLE_OFF
     if isinstance(value, str) and value in IDLE_MODES:
         return value
-    raise read.fail(path, f"unknown idle mode {_kind(value)} (use off, acceptable or only)")
+    raise read.fail(path, f"unknown idle mode {kind(value)} (use off, acceptable or only)")
 
 
-def _pods(read: _Reader, value: Any, path: str) -> tuple[Pod, ...]:
+def _pods(read: Reader, value: Any, path: str) -> tuple[Pod, ...]:
     items = read.items(value, path)
     if not items:
         raise read.fail(path, "a job needs at least one pod")
@@ -276,7 +233,7 @@ def _pods(read: _Reader, value: Any, path: str) -> tuple[Pod, ...]:
     return tuple(pods)
 
 
-def _jobs(read: _Reader, items: list[Any], nodes: list[Node], quotas: list[Quota]) -> list[Job]:
+def _jobs(read: Reader, items: list[Any], nodes: list[Node], quotas: list[Quota]) -> list[Job]:
     node_by_name = {n.name: n for n in nodes}
     quota_by_name = {q.name: q for q in quotas}
     jobs = [_job(read, i, item, node_by_name, quota_by_name) for i, item in enumerate(items)]
@@ -290,10 +247,12 @@ STATE_KEYS = {
     "nodes": (RUNNING, TERMINATING, NOMINATED),
     "in_quota": (RUNNING, TERMINATING),
     "started_at": (RUNNING, TERMINATING),
+    "checkpointed_at": (RUNNING,),
+    "demoted": (RUNNING,),
 }
 
 
-def _job(read: _Reader, i: int, item: Any, node_by_name: dict[str, Node], quota_by_name: dict[str, Quota]) -> Job:
+def _job(read: Reader, i: int, item: Any, node_by_name: dict[str, Node], quota_by_name: dict[str, Quota]) -> Job:
     path = f"jobs[{i}]"
     raw = read.mapping(item, path, JOB_KEYS)
     name = read.text(raw.get("name"), f"{path}.name")
@@ -301,12 +260,12 @@ def _job(read: _Reader, i: int, item: Any, node_by_name: dict[str, Node], quota_
     quota = quota_by_name.get(quota_name)
     if quota is None:
         raise read.fail(f"{path}.quota", f"unknown quota '{quota_name}'")
-    pool = read.text(raw.get("resource_type", DEFAULT_POOL), f"{path}.resource_type")
+    pool = read.text(raw.get("resource_type", quota.pool), f"{path}.resource_type")
     if pool != quota.pool:
         raise read.fail(f"{path}.resource_type", f"job is in pool {pool} but its quota {quota.name} is in {quota.pool}")
     state = raw.get("state", PENDING)
     if state not in PHASES:
-        raise read.fail(f"{path}.state", f"unknown state {_kind(state)} (use {', '.join(PHASES)})")
+        raise read.fail(f"{path}.state", f"unknown state {kind(state)} (use {', '.join(PHASES)})")
     for key, states in STATE_KEYS.items():
         if key in raw and state not in states:
             raise read.fail(f"{path}.{key}", f"a {state} job has no {key} (only {', '.join(states)} jobs)")
@@ -318,24 +277,30 @@ def _job(read: _Reader, i: int, item: Any, node_by_name: dict[str, Node], quota_
         job_nodes = _job_nodes(read, raw.get("nodes"), f"{path}.nodes", state, pods, pool, node_by_name)
     if state == NOMINATED and idle == IDLE_ONLY:
         raise read.fail(f"{path}.state", "an idle-only job is never nominated (nominations are In Quota)")
-    in_quota = False
+    in_quota = demoted = False
     started_at = None
     if state in (RUNNING, TERMINATING):
         in_quota = read.flag(raw.get("in_quota", idle != IDLE_ONLY), f"{path}.in_quota")
         if state == RUNNING and in_quota and idle == IDLE_ONLY:
             raise read.fail(f"{path}.in_quota", "an idle-only job never runs In Quota")
-        if state == RUNNING and not in_quota and idle == IDLE_OFF:
+        demoted = read.flag(raw.get("demoted", False), f"{path}.demoted")
+        if demoted and in_quota:
+            raise read.fail(f"{path}.demoted", "a demoted job runs Not in Quota (in_quota: false)")
+        if state == RUNNING and not in_quota and idle == IDLE_OFF and not demoted:
             raise read.fail(f"{path}.in_quota", "a job with idle off never runs Not in Quota")
         started_at = read.number(raw.get("started_at", submitted_at), f"{path}.started_at", low=None)
+    checkpointed_at = None
+    if raw.get("checkpointed_at") is not None:
+        checkpointed_at = read.number(raw["checkpointed_at"], f"{path}.checkpointed_at", low=None)
     return Job(
         name=name, quota=quota_name, pods=pods,
         priority=read.integer(raw.get("priority", 1), f"{path}.priority", low=1, high=9),
         idle=idle, submitted_at=submitted_at, phase=state, in_quota=in_quota, started_at=started_at,
-        nodes=job_nodes,
+        nodes=job_nodes, checkpointed_at=checkpointed_at, demoted=demoted,
     )
 
 
-def _check_nodes_hold_their_pods(read: _Reader, jobs: list[Job], node_by_name: dict[str, Node]) -> None:
+def _check_nodes_hold_their_pods(read: Reader, jobs: list[Job], node_by_name: dict[str, Node]) -> None:
     """Running and terminating pods must fit their nodes (nominated ones only reserve)."""
     held: dict[str, list[int]] = {}
     for i, job in enumerate(jobs):
@@ -354,7 +319,7 @@ def _check_nodes_hold_their_pods(read: _Reader, jobs: list[Job], node_by_name: d
 
 
 def _job_nodes(
-    read: _Reader, value: Any, path: str, state: str, pods: tuple[Pod, ...], pool: str, node_by_name: dict[str, Node]
+    read: Reader, value: Any, path: str, state: str, pods: tuple[Pod, ...], pool: str, node_by_name: dict[str, Node]
 ) -> tuple[str, ...]:
     if value is None:
         raise read.fail(path, f"a {state} job needs nodes: the node of each pod")
@@ -377,7 +342,7 @@ def _job_nodes(
     return tuple(names)
 
 
-def _expect(read: _Reader, value: Any, job_names: set[str]) -> dict[str, Any]:
+def _expect(read: Reader, value: Any, job_names: set[str]) -> dict[str, Any]:
     raw = read.mapping(value if value is not None else {}, "expect", EXPECT_KEYS)
 
     def known(name: Any, path: str) -> str:

@@ -34,6 +34,10 @@ PHASES = (PENDING, RUNNING, TERMINATING, NOMINATED)
 
 DEFAULT_POOL = "general"
 
+IDLE_SHARE_FIFO = "fifo"
+IDLE_SHARE_FAIR = "fair"
+IDLE_SHARES = (IDLE_SHARE_FIFO, IDLE_SHARE_FAIR)
+
 
 def gpu_key(model: str) -> str:
     return f"{GPU_PREFIX}{model}"
@@ -59,6 +63,9 @@ class Quota:
     # Ceiling on everything the subtree's jobs use; None = no max, a key left out = not capped.
     max: Mapping[str, int] | None = None
     pool: str = DEFAULT_POOL
+    # DESIGN §2b: a higher-priority job of this quota first demotes, then may preempt, its own
+    # lower-priority In Quota jobs
+    preempt_within: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +91,34 @@ class Job:
     in_quota: bool = False  # running / terminating jobs: admitted against the guarantee
     started_at: float | None = None
     nodes: tuple[str, ...] = ()  # node of each pod, in pod order (all phases but pending)
+    # last checkpoint the current run reported (running jobs); a safe point only when after started_at
+    checkpointed_at: float | None = None
+    # running Not in Quota because preempt_within demoted it: promoted back whatever its idle mode
+    demoted: bool = False
+
+    @property
+    def safe_point(self) -> float:
+        """DESIGN §2: the last checkpoint if reported after the start, else the start (queue time when
+        the start is unknown)."""
+        started = self.started_at if self.started_at is not None else self.submitted_at
+        checkpoint = self.checkpointed_at
+        return checkpoint if checkpoint is not None and checkpoint > started else started
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A pool's opt-in policies (DESIGN §2b); the defaults are §2's rules, decision for decision."""
+
+    idle_share: str = IDLE_SHARE_FIFO  # fifo | fair: the idle pass's order
+    min_runtime_s: float = 0.0  # a Not in Quota job that has run less than this is no reclaim candidate
+    starvation_s: float = 0.0  # a job waiting longer gets a drain set (0: off)
+
+    @property
+    def is_default(self) -> bool:
+        return self.idle_share == IDLE_SHARE_FIFO and self.min_runtime_s <= 0 and self.starvation_s <= 0
+
+
+DEFAULT_POLICY = Policy()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +126,12 @@ class Snapshot:
     nodes: tuple[Node, ...]
     quotas: tuple[Quota, ...]
     jobs: tuple[Job, ...]
+    now: float | None = None  # the cycle's time (seconds); needed by min_runtime_s and starvation_s
+    policy: Policy = DEFAULT_POLICY  # every pool's policy, unless `policies` names the pool
+    policies: Mapping[str, Policy] = field(default_factory=dict)  # pool -> its policy
+
+    def policy_of(self, pool: str) -> Policy:
+        return self.policies.get(pool, self.policy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,12 +146,17 @@ class Preemption:
     victim: str
     for_job: str
     by_quota: str
+    within: bool = False  # preempt_within: the victim was In Quota in the same quota
 
-    code = "reclaimed"
+    @property
+    def code(self) -> str:
+        return "preempted_within_quota" if self.within else "reclaimed"
 
     @property
     def reason(self) -> str:
         """"reclaimed by quota team-a for job bert-large" (built when read)."""
+        if self.within:
+            return "preempted by a higher-priority job of the same quota"
         return f"reclaimed by quota {self.by_quota} for job {self.for_job}"
 
 
@@ -120,13 +166,14 @@ class Decisions:
     preempted: dict[str, Preemption] = field(default_factory=dict)
     nominated: dict[str, tuple[str, ...]] = field(default_factory=dict)  # job -> reserved node per pod
     promoted: list[str] = field(default_factory=list)
+    demoted: list[str] = field(default_factory=list)  # preempt_within: now running Not in Quota
     pending: list[str] = field(default_factory=list)  # queue order: index = queue position
     # pending and nominated jobs -> why: a reason value (`.code`, and its text by `str()`), never
     # rendered by the engine itself
     reasons: dict[str, Reason] = field(default_factory=dict)
 
     def as_contract(self) -> dict:
-        """The printed form of DESIGN §4: five keys plus `reasons`, lists sorted."""
+        """The printed form of DESIGN §4: six keys plus `reasons`, lists sorted."""
         return {
             "admitted": {
                 name: {"in_quota": a.in_quota, "nodes": list(a.nodes)}
@@ -135,6 +182,7 @@ class Decisions:
             "preempted": sorted(self.preempted),
             "nominated": sorted(self.nominated),
             "promoted": sorted(self.promoted),
+            "demoted": sorted(self.demoted),
             "pending": sorted(self.pending),
             "reasons": {name: str(reason) for name, reason in sorted(self.reasons.items())},
         }

@@ -7,12 +7,31 @@ from datetime import datetime
 
 from scheduler.engine import types as engine
 from scheduler.engine_rows import IDLE_MODE_TO_ENGINE, SnapshotIndex, engine_node, engine_quota, roles_by_job
-from scheduler.models import Job, Node, Pod, ResourceQuota
+from scheduler.models import Job, Node, Pod, PoolPolicy, ResourceQuota
 from scheduler.states import LIVE_POD_STATUSES, JobStatus
 
 
 def _seconds(moment: datetime | None) -> float | None:
     return moment.timestamp() if moment is not None else None
+
+
+def _checkpointed_at(job: Job) -> float | None:
+    """The last checkpoint the current attempt reported (`Job.progress`, relayed from the pod's
+    progress file): the job's safe point for victim order (DESIGN §2), when after its start."""
+    progress = job.progress or {}
+    if progress.get("attempt") != job.attempt:
+        return None
+    value = progress.get("last_checkpoint_at")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def pool_policies() -> dict[str, engine.Policy]:
+    """The pools' policies from the database (DESIGN §2b); a pool without a row gets the defaults."""
+    return {
+        row.resource_type: engine.Policy(idle_share=row.idle_share, min_runtime_s=float(row.min_runtime_s),
+                                         starvation_s=float(row.starvation_s))
+        for row in PoolPolicy.objects.all()
+    }
 
 
 def _queued(job: Job, now: datetime) -> bool:
@@ -69,6 +88,8 @@ def build_snapshot(jobs: Sequence[Job], now: datetime) -> tuple[engine.Snapshot,
                     in_quota=bool(job.in_quota),
                     started_at=_seconds(job.started_at) or 0.0,
                     nodes=tuple(node_names[by_rank[rank].node_id] for rank in sorted(by_rank)),
+                    checkpointed_at=_checkpointed_at(job),
+                    demoted=bool(job.demoted) and not job.in_quota,
                 )
             )
         elif _queued(job, now):
@@ -84,5 +105,7 @@ def build_snapshot(jobs: Sequence[Job], now: datetime) -> tuple[engine.Snapshot,
         nodes=tuple(engine_node(node) for node in nodes),
         quotas=tuple(engine_quota(quota, quota_names) for quota in quotas),
         jobs=tuple(engine_jobs),
+        now=now.timestamp(),
+        policies=pool_policies(),
     )
     return snapshot, index

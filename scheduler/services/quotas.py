@@ -182,6 +182,8 @@ def _apply(quota: ResourceQuota, fields: Mapping[str, Any]) -> None:
             setattr(quota, name, fields[name])
     if "parent" in fields:
         quota.parent = fields["parent"]
+    if fields.get("preempt_within") is not None:
+        quota.preempt_within = bool(fields["preempt_within"])
     _inherit_pool(quota, fields)
     if "min_gpus" in fields:
         quota.min_gpus = _gpus(fields["min_gpus"] or {}, "min_gpus")
@@ -235,6 +237,7 @@ def quota_create(
     max_memory_gib: Any = None,
     workspaces: Iterable[Workspace] | None = None,
     description: str = "",
+    preempt_within: bool = False,
 ) -> ResourceQuota:
     quota = ResourceQuota()
     _apply(
@@ -250,6 +253,7 @@ def quota_create(
             "max_gpus": max_gpus,
             "max_cpu": max_cpu,
             "max_memory_gib": max_memory_gib,
+            "preempt_within": preempt_within,
         },
     )
     _validate(quota)

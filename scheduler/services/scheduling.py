@@ -76,11 +76,12 @@ def cycle_apply(*, decisions: Decisions, index: SnapshotIndex, now: datetime) ->
     launches = _apply_admissions(decisions, index, now, changed)
     _apply_nominations(decisions, index, changed)
     _apply_promotions(decisions, index, changed)
+    _apply_demotions(decisions, index, changed)
     _apply_pending(decisions, index, changed)
     if launches:
         transaction.on_commit(lambda: get_executor().launch(launches))
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id) for job in changed])
-    if decisions.admitted or decisions.preempted or decisions.promoted:
+    if decisions.admitted or decisions.preempted or decisions.promoted or decisions.demoted:
         publish_cluster_change_on_commit()
     return launches
 
@@ -96,12 +97,13 @@ def _apply_preemptions(decisions: Decisions, index: SnapshotIndex) -> None:
         else:  # e.g. "preempted by a higher-priority job of the same quota" (DESIGN §2b)
             member, staff = reason_texts(preemption.reason, _Names(index))
             kind = JobPreemption.Kind.PRIORITY if "priority" in preemption.reason else JobPreemption.Kind.RECLAIM
-        job_preempt(job=index.jobs[key], reason=member, staff_reason=staff, kind=kind, code=PREEMPTION_CODE)
+        job_preempt(job=index.jobs[key], reason=member, staff_reason=staff, kind=kind,
+                    code=PREEMPTION_CODE if kind == JobPreemption.Kind.RECLAIM else preemption.code)
 
 
 def _admitted_fields(now: datetime) -> dict:
     """What admission sets on a job besides in_quota, gpu_type and attempt (the same for every job)."""
-    return dict(status=JobStatus.ENV_PREPARING, started_at=now, nominated_nodes=None, waiting_reason="",
+    return dict(status=JobStatus.ENV_PREPARING, started_at=now, nominated_nodes=None, demoted=False, waiting_reason="",
                 waiting_reason_staff="", waiting_reason_code="", queue_position=None, stop_outcome="")
 
 
@@ -177,8 +179,23 @@ def _apply_promotions(decisions: Decisions, index: SnapshotIndex, changed: list[
     for key in decisions.promoted:
         job = index.jobs[key]
         job.in_quota = True
-        job.save(update_fields=["in_quota", "updated_at"])
+        job.demoted = False
+        job.save(update_fields=["in_quota", "demoted", "updated_at"])
         job_event(job, EventKind.PROMOTED, f"promoted to In Quota: quota {job.quota.name} has room now")
+        changed.append(job)
+
+
+DEMOTED_REASON = "moved to idle resources by a higher-priority job of the same quota"
+
+
+def _apply_demotions(decisions: Decisions, index: SnapshotIndex, changed: list[Job]) -> None:
+    """DESIGN §2b preempt_within: the job keeps running, Not in Quota, until it is promoted back."""
+    for key in decisions.demoted:
+        job = index.jobs[key]
+        job.in_quota = False
+        job.demoted = True
+        job.save(update_fields=["in_quota", "demoted", "updated_at"])
+        job_event(job, EventKind.DEMOTED, DEMOTED_REASON)
         changed.append(job)
 
 

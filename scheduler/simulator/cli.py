@@ -92,6 +92,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", default=DEFAULT_REPORT, help=f"HTML report path (default {DEFAULT_REPORT})")
     parser.add_argument("--traces-dir", default=str(SHARED_TRACES), help="folder of the public traces")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--idle-share", choices=("fifo", "fair"), default="fifo",
+                        help="DESIGN §2b: the idle pass in pending order (fifo) or by lowest borrowed share (fair)")
+    parser.add_argument("--min-runtime", type=_non_negative_float, default=0.0, metavar="SECONDS",
+                        help="DESIGN §2b min_runtime_s: borrowers are not reclaimed before this run time (0: off)")
+    parser.add_argument("--starvation", type=_non_negative_float, default=0.0, metavar="SECONDS",
+                        help="DESIGN §2b starvation_s: drain sets for jobs waiting longer (0: off; turns pruning off)")
+    parser.add_argument("--safe-point", action="store_true",
+                        help="give the engine each borrower's last simulated checkpoint (victims by safe point)")
     parser.add_argument(
         "--exact", action="store_true",
         help="give the engine every pending job at every cycle (no pruning or skipping): slow, for checking",
@@ -114,6 +122,11 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
         f"({'fixed' if options.get('fixed_checkpoint_phase') else 'random'} phase), "
         f"restart {options.get('restart_seconds', 60.0):g} s"
     )
+    if options.get("idle_share", "fifo") != "fifo" or options.get("min_runtime") or options.get("starvation") or (
+            options.get("safe_point")):
+        settings += (f"; policies: idle share {options.get('idle_share') or 'fifo'}, min runtime "
+                     f"{float(options.get('min_runtime') or 0):g} s, starvation {float(options.get('starvation') or 0):g} s"
+                     f"{', victims by safe point' if options.get('safe_point') else ''}")
     sweep: list[Scaled] = []
     notes: set[str] = set()
     for scale in scales:
@@ -179,6 +192,10 @@ def replay_config(options: Mapping[str, Any], policy: str, label: str) -> Replay
         skip_unchanged=not exact,
         label=label,
         progress_every=0.0 if options.get("quiet") else 0.05,
+        idle_share=str(options.get("idle_share") or "fifo"),
+        min_runtime_s=float(options.get("min_runtime") or 0.0),
+        starvation_s=float(options.get("starvation") or 0.0),
+        safe_point=bool(options.get("safe_point", False)),
     )
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scheduler.engine.types import IDLE_SHARES, Policy
+
 from .work import RunRecord, WorkModel
 
 
@@ -20,11 +22,27 @@ class ReplayConfig:
     skip_unchanged: bool = True  # no engine call when nothing changed since the last one
     label: str = ""  # shown in progress lines
     progress_every: float = 0.05  # progress line every this fraction of arrivals; 0: none
+    # DESIGN §2b pool policies given to the engine (every pool), and §2's safe points for victims
+    idle_share: str = "fifo"
+    min_runtime_s: float = 0.0
+    starvation_s: float = 0.0
+    safe_point: bool = False  # give running borrowers their last checkpoint time (victim order)
 
     def __post_init__(self) -> None:
         if self.cycle_s < 0 or self.grace_s < 0:
             raise ValueError("cycle and grace periods must not be negative")
         self.work_model()  # checks the checkpoint and restart settings
+        self.engine_policy()  # checks the policy values
+
+    def engine_policy(self) -> Policy:
+        if self.idle_share not in IDLE_SHARES or self.min_runtime_s < 0 or self.starvation_s < 0:
+            raise ValueError("idle share is fifo or fair; min runtime and starvation must not be negative")
+        return Policy(idle_share=self.idle_share, min_runtime_s=self.min_runtime_s, starvation_s=self.starvation_s)
+
+    @property
+    def timed(self) -> bool:
+        """Policies that read the cycle's time: a cycle with nothing new may still decide otherwise."""
+        return self.min_runtime_s > 0 or self.starvation_s > 0
 
     def work_model(self) -> WorkModel:
         return WorkModel(

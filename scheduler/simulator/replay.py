@@ -125,6 +125,9 @@ class _Replay:
         self.now = 0.0
         self.last_event = 0.0
         self.feasible_cache: dict[tuple, bool] = {}
+        self.policy = config.engine_policy()
+        # Drain sets are made from every pending job: no pruning with a starvation guard.
+        self.prune = config.prune and config.starvation_s <= 0
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -300,12 +303,13 @@ class _Replay:
     def _cycle(self) -> None:
         self.cycles += 1
         if self.fifo:
-            by_quota = fifo.head_of_line(self.nonempty.values(), self.ledger.bound if self.config.prune else None)
+            by_quota = fifo.head_of_line(self.nonempty.values(), self.ledger.bound if self.prune else None)
             selected = [self.sims[i] for indexes in by_quota.values() for i in indexes]
         else:
             selected = self._select()
         if (
             self.config.skip_unchanged
+            and not self.config.timed
             and not self.freed
             and all(sim.out.name in self.left_pending for sim in selected)
         ):
@@ -324,10 +328,14 @@ class _Replay:
         self.left_pending = {s.out.name for s in selected if s.state == states.QUEUED}
 
     def _decide(self, selected: Sequence[SimJob]) -> Decisions:
+        active = tuple(self._view(s) for s in self.active.values()) if self.config.safe_point else tuple(
+            s.view for s in self.active.values())
         snapshot = Snapshot(
             nodes=self.nodes,
             quotas=self.quotas,
-            jobs=tuple(s.view for s in self.active.values()) + tuple(s.view for s in selected),
+            jobs=active + tuple(s.view for s in selected),
+            now=self.now,
+            policy=self.policy,
         )
         started = time.perf_counter()
         decisions = self.engine(snapshot)
@@ -335,10 +343,16 @@ class _Replay:
         self.engine_calls += 1
         return decisions
 
+    def _view(self, sim: SimJob) -> Job:
+        """A running borrower with its last checkpoint so far (a reclaim candidate's safe point, §2)."""
+        if sim.state != states.RUNNING or sim.in_quota or sim.run is None:
+            return sim.view
+        return replace(sim.view, checkpointed_at=sim.run.last_save_at(self.now))
+
     def _select(self) -> list[SimJob]:
         """The pending jobs that go into the snapshot: all, or the first `B` of each class."""
         sims = self.sims
-        if not self.config.prune:
+        if not self.prune:
             return [sims[index] for cls in self.nonempty.values() for _, _, index in cls.queue]
         selected: list[SimJob] = []
         for cls in self.nonempty.values():

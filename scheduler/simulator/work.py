@@ -108,6 +108,14 @@ class Run:
             return (done + elapsed, saving, saved)
         return (done + self.interval, saving + (elapsed - self.interval), saved)
 
+    def last_save_at(self, at: float) -> float | None:
+        """Wall time the run's last completed checkpoint save ended, by `at`; None before its first."""
+        saved = self.progress(at)[2]
+        if saved <= self.base:
+            return None
+        saves = self.saves_between(self.base, saved) + 1  # the ones before `saved`, and its own
+        return self.start + self.restart + (saved - self.base) + self.cost * saves
+
     def restart_time(self, at: float) -> float:
         """Restart overhead spent from the start to `at`."""
         return min(max(at - self.start, 0.0), self.restart)

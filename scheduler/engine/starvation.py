@@ -1,0 +1,135 @@
+"""Starvation guard (DESIGN §2b, `Policy.starvation_s`): drain sets kept for jobs that waited too long.
+
+At the start of the cycle, on the snapshot's free capacity, a pending job (not nominated) whose wait
+(`now` − queue time) exceeds its pool's `starvation_s` and whose only obstacle is capacity (`off`: it
+fits in quota; `acceptable`, `only`: its `max` allows it) is starving. Taking starving jobs in pending
+order, each gets a drain set: among the schedulable nodes of its pool that have its GPU model (any, if
+its pods name none) and are in no earlier drain set, sorted by free GPUs (most first) then name, the
+shortest prefix on which best fit would place its whole gang if those nodes were empty (none if no
+prefix does). For the whole cycle, jobs after a starving job in pending order are placed off its drain
+set and take only victims with a pod on a node they may use (`place_avoiding`, and the cycle's walk);
+nominated jobs ignore drain sets. The cycle drops its failure memos when drain sets exist: restrictions
+that differ from job to job break the memos' reasoning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from .capacity import Capacity, NodeState
+from .demand import Demand
+from .placement import Placed, equal_pods_held, scan_place
+from .types import IDLE_OFF, NOMINATED
+
+if TYPE_CHECKING:
+    from .cycle import _Cycle
+
+
+def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, frozenset[NodeState]]]:
+    """(starving job -> its drain set's node names, job -> the nodes it must not use); when some job must
+    keep off nodes, the cycle's failure memos are switched off."""
+    snapshot = cycle.snapshot
+    now = snapshot.now
+    starving: dict[str, tuple[str, ...]] = {}
+    avoid: dict[str, frozenset[NodeState]] = {}
+    policies = (snapshot.policy, *snapshot.policies.values())
+    if now is None or all(p.starvation_s <= 0 for p in policies):
+        return starving, avoid
+    drained: set[NodeState] = set()
+    kept: frozenset[NodeState] = frozenset()
+    # inq counts nominated jobs (DESIGN §2): charged while deciding who fits in quota, then taken back
+    nominated = [(d, _nominated_model(cycle, d)) for d in cycle.queue if d.job.phase == NOMINATED and d.pool]
+    for demand, model in nominated:
+        cycle.quotas.charge(demand.job.quota, demand.request(model), in_quota=True)
+    for demand in cycle.queue:
+        job = demand.job
+        if job.phase == NOMINATED:
+            continue
+        if kept:
+            avoid[job.name] = kept
+        limit = snapshot.policy_of(demand.pool or "").starvation_s
+        if limit <= 0 or now - job.submitted_at <= limit or not _only_capacity(cycle, demand):
+            continue
+        nodes = sorted((n for n in cycle.capacity.nodes.values() if n.schedulable and n.pool == demand.pool
+                        and n not in drained and (demand.model is None or n.model == demand.model)),
+                       key=lambda n: (-n.free_g, n.name))
+        prefix = _shortest_prefix(demand, nodes)
+        if prefix:
+            starving[job.name] = tuple(n.name for n in prefix)
+            drained.update(prefix)
+            kept = frozenset(drained)
+        else:
+            starving[job.name] = ()
+    for demand, model in nominated:
+        cycle.quotas.release(demand.job.quota, demand.request(model))
+        cycle.quotas.demote(demand.job.quota, demand.request(model))
+    if avoid:
+        for memo in (cycle.no_free_room, cycle.no_released_room, cycle.no_reclaim_room, cycle.no_protected_room):
+            memo.off()
+    return starving, avoid
+
+
+def _nominated_model(cycle: _Cycle, demand: Demand) -> str | None:
+    if demand.model is not None or not demand.gpus:
+        return demand.model
+    node = cycle.capacity.nodes.get(demand.job.nodes[0]) if demand.job.nodes else None
+    return node.model if node is not None else None
+
+
+def _only_capacity(cycle: _Cycle, demand: Demand) -> bool:
+    """Its quota lets it in on some model: `off` fits in quota, the others' `max` allows it."""
+    if cycle._refusal(demand) is not None:
+        return False
+    check = cycle.quotas.shortfall if demand.job.idle == IDLE_OFF else cycle.quotas.max_shortfall
+    return any(check(demand.job.quota, demand.request(model)) is None for model in cycle._models(demand))
+
+
+def _shortest_prefix(demand: Demand, nodes: Sequence[NodeState]) -> list[NodeState]:
+    """The shortest prefix of `nodes` on which the gang fits when they are empty, on one model."""
+    counts: dict[str | None, int] = {}
+    for k in range(1, len(nodes) + 1):
+        node = nodes[k - 1]
+        if demand.shape is not None:  # equal pods: the count only grows with the prefix
+            key = node.model if demand.gpus else None
+            counts[key] = counts.get(key, 0) + equal_pods_held(demand.shape, (node.cap_g, node.cap_c, node.cap_m),
+                                                               demand.count)
+            if counts[key] >= demand.count:
+                return list(nodes[:k])
+            continue
+        models = {n.model for n in nodes[:k]} if demand.gpus else {None}
+        for model in sorted(models, key=str):
+            empty = {n: (n.cap_g, n.cap_c, n.cap_m) for n in nodes[:k] if model in (None, n.model)}
+            if scan_place(demand.order, empty):
+                return list(nodes[:k])
+    return []
+
+
+def place_avoiding(capacity: Capacity, demand: Demand, model: str | None, avoid: frozenset[NodeState], *,
+                   releasing: bool) -> list[Placed] | None:
+    """`placement.place` off the nodes in `avoid`: the same best fit (least free GPUs, then CPU, then
+    name, counting unreserved being-released capacity when `releasing`), over the remaining nodes."""
+    nodes = [n for n in capacity.schedulable_nodes(demand.pool or "", model) if n not in avoid]
+    placed: list[Placed] = []
+    for index, g, c, m in demand.order:
+        node = _best(nodes, g, c, m, releasing)
+        if node is None:
+            for (_, done, from_rel), (_, dg, dc, dm) in zip(placed, demand.order, strict=False):
+                capacity.untake(done, dg, dc, dm, from_rel)
+            return None
+        placed.append((index, node, capacity.take(node, g, c, m, releasing_first=releasing)))
+    return placed
+
+
+def _best(nodes: Iterable[NodeState], g: int, c: int, m: int, releasing: bool) -> NodeState | None:
+    best: NodeState | None = None
+    best_key: tuple[int, int, str] | None = None
+    for node in nodes:
+        fg, fc, fm = node.free_g, node.free_c, node.free_m
+        if releasing:
+            fg, fc, fm = fg + node.rel_g, fc + node.rel_c, fm + node.rel_m
+        if fg >= g and fc >= c and fm >= m:
+            key = (fg - g, fc - c, node.name)
+            if best_key is None or key < best_key:
+                best, best_key = node, key
+    return best

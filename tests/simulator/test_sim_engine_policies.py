@@ -1,0 +1,83 @@
+"""The simulator's DESIGN §2b options: the engine gets the cycle's time and the pools' policies, and
+(`safe_point`) each running borrower's last simulated checkpoint; policies off change nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.simulator.replay import ReplayConfig, replay
+from scheduler.simulator.work import Run
+from tests.simulator.test_sim_replay import FREE, cluster, job, random_trace
+
+
+def test_last_save_is_when_the_last_completed_checkpoint_ended():
+    r = Run(start=100.0, gpus=1, base=0.0, work=2000.0, restart=10.0, phase=600.0, interval=600.0, cost=30.0)
+    # Work starts at 110; saves end at 110 + 600 + 30 = 740, then 740 + 630 = 1370.
+    assert r.last_save_at(700) is None
+    assert r.last_save_at(740) == 740
+    assert r.last_save_at(1369) == 740
+    assert r.last_save_at(1400) == 1370
+    resumed = Run(start=0.0, gpus=1, base=600.0, work=2000.0, restart=0.0, phase=600.0, interval=600.0, cost=30.0)
+    assert resumed.last_save_at(500) is None  # its base was saved by an earlier run
+    assert resumed.last_save_at(630) == 630  # 600 of work to the checkpoint at 1200, then the save
+
+
+def test_defaults_change_nothing():
+    on = cluster(4, a=16, b=8, c=8)
+    jobs = random_trace(5)
+    plain = replay(jobs, on, ReplayConfig(policy="idle"))
+    explicit = replay(jobs, on, ReplayConfig(policy="idle", idle_share="fifo", min_runtime_s=0.0, starvation_s=0.0))
+    assert plain.jobs == explicit.jobs and plain.allocation == explicit.allocation
+
+
+def test_min_runtime_protects_a_young_borrower():
+    # Two nodes; a2 borrows b's node at 0; b1 arrives at 1000. With a 1 h minimum runtime a2 is not
+    # reclaimed before 3600 (the next cycle after that: a1's end at 3600), so b1 waits that long.
+    on = cluster(2, a=8, b=8)
+    jobs = [job("a1", "a", 0, 3600), job("a2", "a", 0, 7200), job("b1", "b", 1000, 1000)]
+    _, plain = _run(jobs, on)
+    _, protected = _run(jobs, on, min_runtime_s=3600.0)
+    assert plain["b1"].first_start_s == 1030
+    assert protected["b1"].first_start_s >= 3600
+
+
+def test_safe_point_prefers_the_borrower_that_just_checkpointed():
+    # a1 holds team a's node; a2 (from 0) and a3 (from 100) borrow the other two. Checkpoints every
+    # 600 s of work, 30 s each, the first one interval in: a2's first save ends at 630, a3's at 730.
+    # b1 arrives at 700: by start a3 (100) goes; by safe point a2 (630, after a3's start) goes.
+    on = cluster(3, a=8, b=8)
+    jobs = [job("a1", "a", 0, 9000), job("a2", "a", 0, 9000), job("a3", "a", 100, 9000), job("b1", "b", 700, 100)]
+    by_start, _ = _run(jobs, on, checkpoint_cost_s=30.0)
+    by_safe, _ = _run(jobs, on, checkpoint_cost_s=30.0, safe_point=True)
+    assert by_start == ["a3"]
+    assert by_safe == ["a2"]
+
+
+@pytest.mark.parametrize("idle_share", ["fifo", "fair"])
+def test_policies_keep_every_job_accounted(idle_share):
+    on = cluster(4, a=16, b=8, c=8)
+    result = replay(random_trace(3), on, ReplayConfig(policy="idle", idle_share=idle_share, min_runtime_s=300.0,
+                                                      starvation_s=1800.0, safe_point=True))
+    assert all(j.end_s is not None or j.censored or j.rejected for j in result.jobs)
+
+
+def _run(jobs, on, **config):
+    result = replay(jobs, on, ReplayConfig(policy="idle", **(FREE | config)))
+    by_name = {j.name: j for j in result.jobs}
+    return sorted(j.name for j in result.jobs if j.preemptions), by_name
+
+
+def test_cli_options_reach_the_replay():
+    import argparse
+
+    from scheduler.simulator.cli import add_arguments, replay_config
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = vars(parser.parse_args(["--trace", "philly", "--idle-share", "fair", "--min-runtime", "60",
+                                      "--starvation", "600", "--safe-point"]))
+    config = replay_config(options, "idle", "idle")
+    assert (config.idle_share, config.min_runtime_s, config.starvation_s, config.safe_point) == ("fair", 60.0, 600.0,
+                                                                                                True)
+    plain = replay_config(vars(parser.parse_args(["--trace", "philly"])), "idle", "idle")
+    assert (plain.idle_share, plain.min_runtime_s, plain.starvation_s, plain.safe_point) == ("fifo", 0.0, 0.0, False)
