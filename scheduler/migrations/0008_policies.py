@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0006_reason_codes'),
+        ('scheduler', '0007_node_job_uid_lease'),
     ]
 
     operations = [
