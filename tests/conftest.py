@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
-from pathlib import Path
 
 import pytest
-
-SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 
 
 def _answers(host: str, port: int) -> bool:

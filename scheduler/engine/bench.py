@@ -47,6 +47,8 @@ from .types import (
     gpu_key,
 )
 
+# The public traces (../shared/traces beside the project, see its README): the one place this path is
+# computed; the simulator and the tests import it.
 TRACES_DIR = Path(__file__).resolve().parents[3] / "shared" / "traces"
 PHILLY = "philly_pollux.csv"
 # num_gpus counts in philly_pollux.csv (82,247 jobs), used when the file is absent.

@@ -18,10 +18,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+from scheduler.engine.bench import TRACES_DIR
 from scheduler.engine.types import CPU, DEFAULT_POOL, IDLE_MODES, MEMORY, Node, Quota, gpu_key
 
-# Where the public traces live, relative to the project root (see ../shared/traces/README.md).
-SHARED_TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
+# Where the public traces live (../shared/traces beside the project): one home, the engine's benchmark.
+SHARED_TRACES = TRACES_DIR
 PHILLY_JOBS = "philly_pollux.csv"
 PHILLY_VCS = "philly_vc.csv"
 OPENB_NODES = "openb_gpu_node.csv"

@@ -9,7 +9,7 @@ from tests.architecture.import_graph import ROOT
 
 DOC = ROOT / "docs" / "architecture.md"
 # Packages whose modules the document lists one by one (the engine and simulator have docs of their own).
-LISTED = ("scheduler", "scheduler/loop", "scheduler/node", "scheduler/node/runtime", "scheduler/executors",
+LISTED = ("scheduler", "scheduler/models", "scheduler/loop", "scheduler/node", "scheduler/node/runtime", "scheduler/executors",
           "scheduler/services", "scheduler/selectors", "scheduler/api", "scheduler/api/v1", "scheduler/metrics")
 
 
