@@ -206,3 +206,16 @@ def plotly_js_url() -> str:
 @register.filter
 def percent(part: float | int, whole: float | int) -> float:
     return round(100.0 * part / whole, 1) if whole else 0.0
+
+
+@register.filter
+def is_job_status(status: str, names: str) -> bool:
+    """`{% if job.status|is_job_status:"PREEMPTED,FAILED" %}`: states named as in scheduler/states.py, so
+    a template never spells a status itself (an unknown name raises)."""
+    return status in {JobStatus[name.strip()] for name in names.split(",")}
+
+
+@register.filter
+def is_pod_status(status: str, names: str) -> bool:
+    """As `is_job_status`, for pods: `{% if pod.status|is_pod_status:"RUNNING" %}`."""
+    return status in {PodStatus[name.strip()] for name in names.split(",")}
