@@ -101,6 +101,20 @@ def seed_sample_jobs() -> list[str]:
     return created
 
 
+def seed_demo_users(workspaces: dict[str, Workspace]) -> None:
+    """The demo logins (README), members of their workspaces; passwords set only when created."""
+    User = get_user_model()
+    for username, password, staff, spaces in DEMO_USERS:
+        user = User.objects.filter(username=username).first()
+        if user is None:
+            user = User(username=username, email=f"{username}@tidepool.local")
+            user.set_password(password)
+        user.is_staff = user.is_superuser = staff
+        user.save()
+        for space in spaces:
+            workspaces[space].members.add(user)
+
+
 @transaction.atomic
 def seed_demo() -> dict[str, int]:
     workspaces = {}
@@ -125,20 +139,10 @@ def seed_demo() -> dict[str, int]:
             quota_create(name=spec.name, workspaces=members, **fields)
         else:
             quota_update(quota=quota, workspaces=members, **fields)
-    User = get_user_model()
-    for username, password, staff, spaces in DEMO_USERS:
-        user = User.objects.filter(username=username).first()
-        if user is None:
-            user = User(username=username, email=f"{username}@tidepool.local")
-            user.set_password(password)
-        user.is_staff = staff
-        user.is_superuser = staff
-        user.save()
-        for space in spaces:
-            workspaces[space].members.add(user)
+    seed_demo_users(workspaces)
     return {
         "nodes": Node.objects.count(),
         "quotas": ResourceQuota.objects.count(),
         "workspaces": Workspace.objects.count(),
-        "users": User.objects.count(),
+        "users": get_user_model().objects.count(),
     }

@@ -8,11 +8,10 @@ Idempotent: existing quotas are updated, existing users keep their passwords.
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from scheduler.demo import DEMO_USERS
+from scheduler.demo import DEMO_USERS, seed_demo_users
 from scheduler.models import ResourceQuota, Workspace
 from scheduler.services.quotas import quota_create, quota_update
 
@@ -52,16 +51,7 @@ class Command(BaseCommand):
                 quota_create(name=name, workspaces=workspaces, **fields)
             else:
                 quota_update(quota=quota, workspaces=workspaces, **fields)
-        User = get_user_model()
-        for username, password, staff, members in DEMO_USERS:
-            user = User.objects.filter(username=username).first()
-            if user is None:
-                user = User(username=username, email=f"{username}@tidepool.local")
-                user.set_password(password)
-            user.is_staff = user.is_superuser = staff
-            user.save()
-            for space in members:
-                spaces[space].members.add(user)
+        seed_demo_users(spaces)
         self.stdout.write(self.style.SUCCESS(
             f"Cluster seeded for {nodes} × {gpus} {gpu_type}: quotas general, team-vision ({vision}), "
             "team-language, team-research; users " + ", ".join(f"{u}/{p}" for u, p, _, _ in DEMO_USERS)))
