@@ -34,7 +34,6 @@ from scheduler.states import (
 
 log = logging.getLogger("tidepool.lifecycle")
 
-OUTCOME_TO_POD_STATUS = POD_STATUS_OF_OUTCOME
 
 
 def grace_seconds(job: Job) -> float:
@@ -267,7 +266,7 @@ def pod_exited(*, pod_id: int, attempt: int, exit_code: int | None, outcome: str
     if pod.terminate_requested and outcome in (PodOutcome.FAILED, PodOutcome.SUCCEEDED):
         # Exited on our SIGTERM: record what we asked for, keep the exit code.
         outcome = pod.terminate_requested
-    pod.status = OUTCOME_TO_POD_STATUS[outcome]
+    pod.status = POD_STATUS_OF_OUTCOME[outcome]
     pod.exit_code = exit_code
     pod.reason = reason or (f"exit code {exit_code}" if exit_code is not None else outcome)
     pod.finished_at = timezone.now()
