@@ -29,7 +29,7 @@ from console.tables import (
     visible_rows,
 )
 from console.views import render_job_live
-from scheduler.publish import CLUSTER_GROUP, job_group, jobs_group
+from scheduler.publish import CLUSTER_GROUP, jobs_group
 from scheduler.selectors import cluster_fingerprint, job_detail, job_for_user, user_workspaces
 from scheduler.states import FINAL_JOB_STATUSES
 
@@ -232,13 +232,18 @@ class JobDetailConsumer(LiveConsumer):
 
     def authorize(self) -> bool:
         self.job_id = int(self.scope["url_route"]["kwargs"]["job_id"])
-        return job_for_user(user=self.user, job_id=self.job_id) is not None
+        job = job_for_user(user=self.user, job_id=self.job_id)
+        self.workspace_id = job.workspace_id if job is not None else None
+        return job is not None
 
     def groups_for_user(self) -> list[str]:
-        return [job_group(self.job_id)]
+        # The job's workspace group, filtered here: one notice per workspace and cycle instead of one
+        # group per job (a cycle that moves 1,000 queue positions sends one message, not 1,001).
+        return [jobs_group(self.workspace_id)]
 
-    async def job_changed(self, event: dict[str, Any]) -> None:
-        self.notice([self.job_id])
+    async def jobs_changed(self, event: dict[str, Any]) -> None:
+        if self.job_id in (event.get("job_ids") or ()):
+            self.notice([self.job_id])
 
     async def send_snapshot(self) -> None:
         async with self._send_lock:

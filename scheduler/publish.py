@@ -1,8 +1,8 @@
 """Live-update broadcasts, sent after commit (never from signals: a rolled-back write is never announced).
 
 Groups:
-- `jobs.ws.<workspace id>`: a job of that workspace changed ({"type": "jobs.changed", "job_ids": [...]})
-- `job.<id>`: one job's detail changed (pods, events, progress)
+- `jobs.ws.<workspace id>`: jobs of that workspace changed ({"type": "jobs.changed", "job_ids": [...]});
+  a job's page listens here too and picks its own id (one message per workspace, however many jobs)
 - `cluster`: quotas / nodes / allocation changed
 
 Consumers re-read through the selectors (which apply permissions) instead of trusting the payload.
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from collections.abc import Iterable
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
@@ -34,6 +34,25 @@ def register_server_loop(loop: asyncio.AbstractEventLoop) -> None:
     global _server_loop
     with _lock:
         _server_loop = loop
+
+
+_publisher: tuple[int, asyncio.AbstractEventLoop] | None = None  # (pid, loop): a forked child makes its own
+
+
+def _publisher_loop() -> asyncio.AbstractEventLoop:
+    """A process without a server loop (run_scheduler, node workers, commands) publishes on one event
+    loop of its own, in a daemon thread, for its whole life: the Redis channel layer keeps its
+    connections per loop, so a new loop per publish (async_to_sync) would connect to Redis every time."""
+    global _publisher
+    with _lock:
+        if _publisher is None or _publisher[0] != os.getpid() or _publisher[1].is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="tidepool-publish", daemon=True).start()
+            _publisher = (os.getpid(), loop)
+        return _publisher[1]
+
+
+PUBLISH_WAIT_S = 5.0  # a publish from a thread waits this long for Redis, then gives up (best effort)
 
 
 def _send_many(messages: list[tuple[str, dict]]) -> None:
@@ -58,7 +77,7 @@ def _send_many(messages: list[tuple[str, dict]]) -> None:
             else:
                 asyncio.run_coroutine_threadsafe(deliver(), loop)
         elif running is None:
-            async_to_sync(deliver)()
+            asyncio.run_coroutine_threadsafe(deliver(), _publisher_loop()).result(PUBLISH_WAIT_S)
         else:
             running.create_task(deliver())
     except Exception:  # a broadcast is best effort: clients re-fetch on reconnect
@@ -73,15 +92,12 @@ def jobs_group(workspace_id: int) -> str:
     return f"jobs.ws.{workspace_id}"
 
 
-def job_group(job_id: int) -> str:
-    return f"job.{job_id}"
-
-
 CLUSTER_GROUP = "cluster"
 
 
 def publish_jobs_changed(changes: Iterable[tuple[int, int]]) -> None:
-    """changes: (job id, workspace id) pairs."""
+    """changes: (job id, workspace id) pairs; one message per workspace (channels-redis pays a round
+    trip and a script per group send, so a cycle that touches a long queue must not send per job)."""
     by_workspace: dict[int, list[int]] = {}
     for job_id, workspace_id in changes:
         by_workspace.setdefault(workspace_id, []).append(job_id)
@@ -89,7 +105,6 @@ def publish_jobs_changed(changes: Iterable[tuple[int, int]]) -> None:
     for workspace_id, job_ids in by_workspace.items():
         ids = sorted(set(job_ids))
         messages.append((jobs_group(workspace_id), {"type": "jobs.changed", "job_ids": ids}))
-        messages.extend((job_group(job_id), {"type": "job.changed", "job_id": job_id}) for job_id in ids)
     _send_many(messages)
 
 

@@ -184,6 +184,23 @@ async def test_job_detail_socket_is_for_permitted_jobs_only(live, world_tx: Worl
     assert "stopped by alice" in update["html"]
 
 
+async def test_job_detail_socket_hears_its_job_only_among_its_workspaces_notices(live, world_tx: World,
+                                                                                   cookie) -> None:
+    """One notice per workspace names many jobs (a cycle's queue positions): the page of a job
+    re-renders when its job is named, and stays quiet for a neighbour's change."""
+    mine, _ = await database_sync_to_async(_two_jobs)(world_tx)
+    neighbour = await database_sync_to_async(JobFactory)(workspace=world_tx.vision, quota=world_tx.team_vision,
+                                                         name="neighbour")
+    detail, connected = await connect(live, f"/ws/jobs/{mine.pk}/", await database_sync_to_async(cookie)(world_tx.alice))
+    assert connected
+    await detail.receive_json_from(timeout=5)
+    await database_sync_to_async(job_stop)(job=neighbour, user=world_tx.alice)
+    assert await detail.receive_nothing(timeout=QUIET_S)
+    publish_jobs_changed([(neighbour.pk, world_tx.vision.pk), (mine.pk, world_tx.vision.pk)])
+    update = await detail.receive_json_from(timeout=5)
+    assert update["type"] == "snapshot" and update["status"] == JobStatus.QUEUING
+
+
 async def test_cluster_socket_says_changed_and_nothing_else(live, world_tx: World, cookie) -> None:
     mine, theirs = await database_sync_to_async(_two_jobs)(world_tx)
     cluster, connected = await connect(live, "/ws/cluster/", await database_sync_to_async(cookie)(world_tx.alice))
