@@ -29,6 +29,7 @@ from scheduler.selectors import (
     job_list,
     node_grid,
     quota_tree,
+    submitted_job_detail,
     user_quotas,
     user_workspaces,
     with_row_data,
@@ -151,8 +152,8 @@ class JobListView(GenericAPIView):
             job = job_submit(user=request.user, workspace=workspace, quota=quota, **data)
         except DjangoValidationError as error:
             raise service_error(error) from None
-        # Read back through the selector: the texts this user may read (shown_reason) come from it.
-        return Response(s.JobDetailSerializer(job_detail(user=request.user, job_id=job.pk)).data,
+        # The rows just written, with the texts this user may read: what GET answers, without reading it back.
+        return Response(s.JobDetailSerializer(submitted_job_detail(user=request.user, job=job)).data,
                         status=status.HTTP_201_CREATED)
 
     @staticmethod

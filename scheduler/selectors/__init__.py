@@ -41,6 +41,7 @@ from scheduler.selectors.jobs import (
     JobFilters,
     job_detail,
     job_list,
+    submitted_job_detail,
     with_row_data,
 )
 
@@ -49,6 +50,6 @@ __all__ = [
     "NodeGrid", "QuotaChoice", "QuotaUsage", "allocation_by_quota", "cluster_fingerprint", "dashboard_summary",
     "gpu_models_by_pool", "job_detail", "job_for_user", "job_list", "job_status_counts", "node_grid",
     "pool_allocation_series", "preemption_costs", "preemption_times", "quota_allocation_series", "quota_choices", "quota_tree",
-    "queue_waits", "user_can_use_workspace", "user_quotas", "user_workspaces", "visible_jobs", "with_row_data",
+    "queue_waits", "submitted_job_detail", "user_can_use_workspace", "user_quotas", "user_workspaces", "visible_jobs", "with_row_data",
     "workspaces_overview",
 ]

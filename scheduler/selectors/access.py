@@ -17,6 +17,11 @@ def reason_for(*, user: AbstractBaseUser, field: str = "reason", staff_field: st
     return F(field)
 
 
+def shown_text(*, user: AbstractBaseUser, text: str, staff_text: str = "") -> str:
+    """`reason_for` on values in hand (rows just written, not read back): the same rule."""
+    return staff_text or text if user.is_staff else text
+
+
 def user_workspaces(*, user: AbstractBaseUser) -> QuerySet[Workspace]:
     if not user.is_authenticated:
         return Workspace.objects.none()

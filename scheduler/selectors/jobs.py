@@ -8,7 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import F, Prefetch, Q, QuerySet
 
 from scheduler.models import Job, JobEvent, JobPreemption, JobRole, Pod
-from scheduler.selectors.access import reason_for, visible_jobs
+from scheduler.selectors.access import reason_for, shown_text, visible_jobs
 from scheduler.states import (
     ACTIVE_JOB_STATUSES,
     FINAL_JOB_STATUSES,
@@ -87,6 +87,15 @@ def with_row_data(jobs: QuerySet[Job]) -> QuerySet[Job]:
             to_attr="current_pods",
         ),
     )
+
+
+def submitted_job_detail(*, user: AbstractBaseUser, job: Job) -> Job:
+    """What `job_detail` gives for a job `job_submit` has just written, from the rows it returned
+    (roles and events in hand, no pods or preemptions yet): no read back, the same texts."""
+    job.shown_reason = shown_text(user=user, text=job.waiting_reason, staff_text=job.waiting_reason_staff)
+    for event in job.events.all():
+        event.shown_reason = shown_text(user=user, text=event.reason, staff_text=event.staff_reason)
+    return job
 
 
 def job_detail(*, user: AbstractBaseUser, job_id: int) -> Job | None:

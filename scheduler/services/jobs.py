@@ -18,8 +18,8 @@ from scheduler.engine_rows import engine_nodes_of_pool, engine_quota, role_pods
 from scheduler.models import IdleMode, Job, JobRole, JobType, ResourceQuota, Workspace
 from scheduler.paths import clean_user_path, default_checkpoint_dir
 from scheduler.publish import publish_jobs_changed_on_commit, wake_scheduler_on_commit
-from scheduler.selectors import user_can_use_workspace
-from scheduler.services.events import job_event
+from scheduler.selectors import user_can_use_workspace, user_workspaces
+from scheduler.services.events import job_event, job_events
 from scheduler.services.lifecycle import job_terminate
 from scheduler.states import FINAL_JOB_STATUSES, LIVE_POD_STATUSES, EventKind, JobStatus, PodOutcome
 
@@ -103,11 +103,13 @@ def clean_roles(roles: Sequence[Mapping[str, Any]]) -> list[JobRole]:
     return cleaned
 
 
-def check_fits_pool(*, quota: ResourceQuota, roles: Sequence[JobRole]) -> None:
+def check_fits_pool(*, quota: ResourceQuota, roles: Sequence[JobRole], nodes: Sequence[Any] | None = None) -> None:
     """Refuse a job its pool could never run, even empty (e.g. 16 GPUs per pod, nodes have 8): the
     cluster's bound on every instance's GPUs, CPU and memory. The roles are bounded first (clean_roles),
-    so the pods built here are at most MAX_PODS_PER_JOB."""
-    reason = unplaceable_reason(role_pods(roles), engine_nodes_of_pool(quota.resource_type), quota.resource_type)
+    so the pods built here are at most MAX_PODS_PER_JOB. `nodes`: the pool's, if the caller has them."""
+    if nodes is None:
+        nodes = engine_nodes_of_pool(quota.resource_type)
+    reason = unplaceable_reason(role_pods(roles), nodes, quota.resource_type)
     if reason:
         raise ValidationError({"roles": reason})
 
@@ -119,16 +121,18 @@ def check_pool(*, quota: ResourceQuota, resource_type: str | None) -> None:
                                f"is too: leave the resource type out, or state {quota.resource_type}."})
 
 
-def check_fits_quota(*, quota: ResourceQuota, roles: Sequence[JobRole], idle_mode: str) -> None:
+def check_fits_quota(*, quota: ResourceQuota, roles: Sequence[JobRole], idle_mode: str,
+                     nodes: Sequence[Any] | None = None) -> None:
     """With idle resources off a job only ever runs In Quota: refuse one larger than its quota's `min`
     (or a `max`) of the quota or any ancestor, even with the quota empty. A job naming no GPU model
-    is refused only when no model of the pool would do."""
+    is refused only when no model of the pool would do. `nodes`: the pool's, if the caller has them."""
     if idle_mode != IdleMode.OFF:
         return
     pods = role_pods(roles)
     gpus = sum(pod.gpus for pod in pods)
     named = sorted({pod.gpu_type for pod in pods if pod.gpus and pod.gpu_type})
-    nodes = engine_nodes_of_pool(quota.resource_type)
+    if nodes is None:
+        nodes = engine_nodes_of_pool(quota.resource_type)
     models: list[str | None] = named or (sorted({n.gpu_type for n in nodes if n.gpus}) if gpus else [None])
     chain = [quota]
     while chain[-1].parent_id is not None:
@@ -212,12 +216,7 @@ def job_submit(
     grace_seconds: float | None = None,
     resource_type: str | None = None,
 ) -> Job:
-    if user is not None and not user_can_use_workspace(user=user, workspace=workspace):
-        raise ValidationError({"workspace": f"You are not a member of workspace {workspace.name}."})
-    if not quota.workspaces.filter(pk=workspace.pk).exists():
-        raise ValidationError(
-            {"quota": f"Quota {quota.name} is not associated with workspace {workspace.name}; pick one of its quotas."}
-        )
+    _check_access(user=user, workspace=workspace, quota=quota)
     name = (name or "").strip() if isinstance(name, str) else name
     cleaned = _check_settings(
         name=name, command=command, job_type=job_type, priority=priority, idle_mode=idle_mode,
@@ -229,12 +228,13 @@ def job_submit(
                          "checkpoint_dir": checkpoint_dir}.items():
         validation.check_text(value, field, validation.MAX_PATH_CHARS)
     role_rows = clean_roles(roles)
-    check_fits_pool(quota=quota, roles=role_rows)
-    check_fits_quota(quota=quota, roles=role_rows, idle_mode=idle_mode)
+    nodes = engine_nodes_of_pool(quota.resource_type)
+    check_fits_pool(quota=quota, roles=role_rows, nodes=nodes)
+    check_fits_quota(quota=quota, roles=role_rows, idle_mode=idle_mode, nodes=nodes)
     paths = _clean_paths(workspace, data_mount=data_mount, code_mount=code_mount, checkpoint_dir=checkpoint_dir)
 
     now = timezone.now()
-    job = Job.objects.create(
+    job = Job(
         name=name,
         workspace=workspace,
         quota=quota,
@@ -255,17 +255,48 @@ def job_submit(
         status=JobStatus.QUEUING,
         queue_time=now,
     )
-    if not job.checkpoint_dir:
+    if not job.checkpoint_dir:  # keyed by the uid, known before the row is written: one INSERT
         job.checkpoint_dir = str(default_checkpoint_dir(job))
-        job.save(update_fields=["checkpoint_dir"])
+    job.save(force_insert=True)
     for role in role_rows:
         role.job = job
     JobRole.objects.bulk_create(role_rows)
-    job_event(job, EventKind.SUBMITTED, f"submitted by {getattr(user, 'username', 'system')} to quota {quota.name}")
-    job_event(job, EventKind.QUEUED, "queuing")
+    events = job_events(job, [
+        (EventKind.SUBMITTED, f"submitted by {getattr(user, 'username', 'system')} to quota {quota.name}"),
+        (EventKind.QUEUED, "queuing"),
+    ])
+    # What a caller shows next is in hand (selectors.submitted_job_detail): a new job has these roles
+    # and events, and no pods or preemptions yet.
+    _hold(job, roles=role_rows, pods=[], events=events, preemptions=[])
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
     wake_scheduler_on_commit()
     return job
+
+
+def _hold(job: Job, **related: Sequence[Any]) -> None:
+    """Give `job.<name>.all()` these rows without a query, as prefetch_related would (other queries on
+    the manager still go to the database)."""
+    cache = job.__dict__.setdefault("_prefetched_objects_cache", {})
+    for name, rows in related.items():
+        queryset = getattr(job, name).get_queryset()
+        queryset._result_cache = list(rows)
+        queryset._prefetch_done = True
+        cache[name] = queryset
+
+
+def _check_access(*, user: AbstractBaseUser | None, workspace: Workspace, quota: ResourceQuota) -> None:
+    """The user may use the workspace and the quota is one of the workspace's: one query when both
+    hold (every accepted submission), a second one to say which rule failed."""
+    allowed = quota.workspaces.filter(pk=workspace.pk)
+    if user is not None:
+        allowed = allowed.filter(pk__in=user_workspaces(user=user).values("pk"))
+    if allowed.exists():
+        return
+    if user is not None and not user_can_use_workspace(user=user, workspace=workspace):
+        raise ValidationError({"workspace": f"You are not a member of workspace {workspace.name}."})
+    raise ValidationError(
+        {"quota": f"Quota {quota.name} is not associated with workspace {workspace.name}; pick one of its quotas."}
+    )
 
 
 def _clean_paths(workspace: Workspace, **paths: str) -> dict[str, str]:
