@@ -2,11 +2,33 @@
 
 import asyncio
 import os
+from collections import OrderedDict
 
-from django.core.asgi import get_asgi_application
+import django
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-django_asgi_app = get_asgi_application()
+
+
+class SyncChainASGIHandler(ASGIHandler):
+    """Django's ASGI handler with the middleware chain run as one sync call in one thread hop.
+
+    Every view and middleware of the console is synchronous. Django's own ASGI handler runs
+    middleware that can do both (all of Django's) in async mode, and each of their sync hooks
+    (process_request, process_response) then hops to a thread and back: about 15 hops a request,
+    half of an API submission's CPU under load. Here the chain is built in sync mode, as under
+    WSGI, and handed to the event loop as one `sync_to_async` call (thread-sensitive, so a
+    request's code stays in one thread, as Django requires).
+    """
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        super().load_middleware(is_async=False)
+        self._middleware_chain = sync_to_async(self._middleware_chain, thread_sensitive=True)
+
+
+django.setup(set_prefix=False)
+django_asgi_app = SyncChainASGIHandler()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
@@ -58,6 +80,42 @@ class BodySizeLimit:
         return await self.app(scope, bounded_receive, send)
 
 
+class StaticFiles:
+    """Collected static files (DEBUG=0) answered before Django, by WhiteNoise (its file index, caching
+    headers and compressed variants) through a WSGI adapter for those paths only.
+
+    As Django middleware WhiteNoise is sync-only: in Django's async chain it costs every request,
+    API calls included, two more hops between the event loop and a thread (about a third of a
+    submission's time under load). With DEBUG=1 Django's runserver serves them itself.
+    """
+
+    def __init__(self, app):
+        from django.conf import settings
+
+        self.app = app
+        self.whitenoise = None
+        if not settings.DEBUG:
+            from asgiref.wsgi import WsgiToAsgi
+            from whitenoise.base import WhiteNoise
+            from whitenoise.middleware import WhiteNoiseMiddleware
+            from whitenoise.string_utils import decode_path_info
+
+            self.whitenoise = WhiteNoiseMiddleware()  # reads STATIC_ROOT, STATIC_URL and WHITENOISE_*
+
+            def serve_file(environ, start_response):
+                static_file = self.whitenoise.files[decode_path_info(environ["PATH_INFO"])]
+                return WhiteNoise.serve(static_file, environ, start_response)
+
+            self.serve = WsgiToAsgi(serve_file)
+
+    async def __call__(self, scope, receive, send):
+        files = self.whitenoise
+        if (files is not None and scope["type"] == "http" and scope["path"].startswith(files.static_prefix)
+                and files.files.get(scope["path"]) is not None):
+            return await self.serve(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+
 class ConcurrencyLimit:
     """At most TIDEPOOL_WEB_CONCURRENCY HTTP requests inside Django per process; the rest wait here.
 
@@ -65,6 +123,9 @@ class ConcurrencyLimit:
     50 threads fight for one GIL and for the process's database connections (a pool of
     TIDEPOOL_DB_POOL_SIZE): requests then time out waiting for a connection. Waiting on an asyncio
     semaphore instead costs nothing and is first come, first served. Websockets are not limited.
+
+    A request holds its place until its response starts: the body of a stream (the event stream
+    of /api/v1/watch, a followed log) is sent without one, or one open stream would stop the process.
     """
 
     def __init__(self, app):
@@ -79,8 +140,62 @@ class ConcurrencyLimit:
             return await self.app(scope, receive, send)
         if self.semaphore is None:
             self.semaphore = asyncio.Semaphore(limit)
-        async with self.semaphore:
+        semaphore = self.semaphore
+        await semaphore.acquire()
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                semaphore.release()
+
+        async def send_then_release(message):
+            if message["type"] == "http.response.start":
+                release()
+            await send(message)
+
+        try:
+            return await self.app(scope, receive, send_then_release)
+        finally:
+            release()
+
+
+class KeepAliveBalance:
+    """Close a keep-alive HTTP connection after TIDEPOOL_KEEPALIVE_REQUESTS requests (as nginx's
+    keepalive_requests does), so that busy workers shed clients and idle ones pick them up.
+
+    Each uvicorn worker accepts every connection waiting when it wakes: 50 clients connecting at
+    once ended up 25 / 11 / 8 / 6 on four workers, and a keep-alive connection stays with its
+    worker, so the busiest worker set everyone's latency. A client told "connection: close"
+    reconnects, and the worker that accepts it is one that is waiting for work. 0: never.
+    """
+
+    def __init__(self, app):
+        self.app = app
+        self.served: OrderedDict[tuple, int] = OrderedDict()  # client (host, port) -> requests served
+
+    async def __call__(self, scope, receive, send):
+        from django.conf import settings
+
+        limit = settings.TIDEPOOL_KEEPALIVE_REQUESTS
+        client = scope.get("client")
+        if scope["type"] != "http" or not limit or not client:
             return await self.app(scope, receive, send)
+        key = tuple(client)
+        count = self.served.pop(key, 0) + 1
+        if count < limit:
+            self.served[key] = count
+            while len(self.served) > 10_000:  # connections that closed on their own
+                self.served.popitem(last=False)
+            return await self.app(scope, receive, send)
+
+        async def closing_send(message):
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
+            await send(message)
+
+        return await self.app(scope, receive, closing_send)
 
 
 class RecordServerLoop:
@@ -100,7 +215,7 @@ class RecordServerLoop:
 application = RecordServerLoop(
     ProtocolTypeRouter(
         {
-            "http": ConcurrencyLimit(BodySizeLimit(django_asgi_app)),
+            "http": KeepAliveBalance(StaticFiles(ConcurrencyLimit(BodySizeLimit(django_asgi_app)))),
             "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }
     )

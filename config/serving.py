@@ -10,8 +10,11 @@ fans updates out to whichever worker holds a socket. Gunicorn restarts a worker 
 
 Environment (defaults in brackets):
 - TIDEPOOL_BIND [127.0.0.1:8000] — address:port to listen on (a reverse proxy terminates TLS in front)
-- TIDEPOOL_WEB_WORKERS [2 × CPU cores, at least 2] — worker processes; each holds one database
-  connection per concurrent sync view and its share of the websockets
+- TIDEPOOL_WEB_WORKERS [3 × CPU cores, 2 to 32] — worker processes; each runs
+  TIDEPOOL_WEB_CONCURRENCY [1] view at a time and holds its share of the websockets. One view per
+  process and more processes than cores: a view that waits for the database leaves its core to
+  another process, and no two views of one process fight for its interpreter lock (measured with
+  scripts/bench_api.py: 4 processes × 2 views gave 48/s, 4 × 1 gave 59/s, 6 × 1 gave 69/s).
 - TIDEPOOL_WEB_TIMEOUT [60] — seconds a worker may stay silent before gunicorn restarts it
 - FORWARDED_ALLOW_IPS [127.0.0.1] — proxies whose X-Forwarded-* headers are trusted
 - TIDEPOOL_ACCESS_LOG [unset: none] — "-" for stdout or a file path
@@ -29,7 +32,7 @@ def _default_workers() -> int:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
-    return max(2, 2 * cores)
+    return max(2, min(3 * cores, 32))
 
 
 class TidepoolUvicornWorker(_UvicornWorker):

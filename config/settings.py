@@ -11,6 +11,7 @@
 | TIDEPOOL_EXECUTOR | local | `local` runs pods as processes here; `celery` sends them to node workers. |
 | TIDEPOOL_EMBEDDED_SCHEDULER | 1 with local executor | Run the scheduler loop inside the console process (`manage.py serve`). |
 | TIDEPOOL_SCHEDULER_INTERVAL | 3 | Seconds between scheduling cycles (a submission or pod exit triggers one at once). |
+| TIDEPOOL_SCHEDULER_MIN_GAP | 0.5 | Least rest between two cycles; wake-ups meanwhile are answered by one cycle (scheduler/loop/runner.py). |
 | TIDEPOOL_GRACE_SECONDS | 30 | Default preemption grace period between SIGTERM and SIGKILL. |
 | TIDEPOOL_NODE_TIMEOUT | 60 | Seconds without heartbeat before a node is marked lost. |
 | TIDEPOOL_HEARTBEAT_SECONDS | 10 | How often node workers heartbeat. |
@@ -31,8 +32,9 @@
 | TIDEPOOL_SCHEDULER_METRICS_ADDR | 127.0.0.1 | The address that port listens on. |
 | TIDEPOOL_DB_POOL | 0 | 1: a PostgreSQL connection pool per process (psycopg_pool); production serving sets it. |
 | TIDEPOOL_DB_POOL_SIZE | 8 | Most pooled connections per process. |
-| TIDEPOOL_WEB_CONCURRENCY | 4 | HTTP requests inside Django at once per web process; others wait their turn (0: no limit). |
-| STATIC_ROOT | <project>/staticfiles | Where `collectstatic` puts files (served by WhiteNoise when DEBUG=0). |
+| TIDEPOOL_KEEPALIVE_REQUESTS | 20 | Requests on one keep-alive HTTP connection before the console closes it, to spread clients over web workers (0: no limit). |
+| TIDEPOOL_WEB_CONCURRENCY | 1 | HTTP requests inside Django at once per web process; others wait their turn (0: no limit). See config/serving.py. |
+| STATIC_ROOT | <project>/staticfiles | Where `collectstatic` puts files (served by WhiteNoise in config/asgi.py when DEBUG=0). |
 | TIDEPOOL_MAX_BODY_BYTES | 1048576 | Largest request body (DATA_UPLOAD_MAX_MEMORY_SIZE); larger ones get 413/400 unread. |
 | TIDEPOOL_PASSWORD_ITERATIONS | 1000000 | PBKDF2 iterations of password hashes (Django's default); each login or Basic request pays them. |
 | TIDEPOOL_BASIC_AUTH_CACHE_SECONDS | 60 | How long the API remembers a correct HTTP Basic password per process (0: never). |
@@ -113,9 +115,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-if not DEBUG:
-    # Serves collected static files (Plotly's JS included) without a separate web server or CDN.
-    MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+# With DEBUG=0 WhiteNoise serves the collected static files in front of Django (config/asgi.py
+# StaticFiles), not as a middleware: a sync-only middleware slows every request under ASGI.
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
@@ -283,6 +284,7 @@ if TIDEPOOL_EXECUTOR not in {"local", "celery"}:
     raise ImproperlyConfigured(f"TIDEPOOL_EXECUTOR={TIDEPOOL_EXECUTOR!r}: use 'local' or 'celery'.")
 TIDEPOOL_EMBEDDED_SCHEDULER = env_bool("TIDEPOOL_EMBEDDED_SCHEDULER", TIDEPOOL_EXECUTOR == "local")
 TIDEPOOL_SCHEDULER_INTERVAL = float(os.environ.get("TIDEPOOL_SCHEDULER_INTERVAL", "3"))
+TIDEPOOL_SCHEDULER_MIN_GAP = float(os.environ.get("TIDEPOOL_SCHEDULER_MIN_GAP", "0.5"))
 TIDEPOOL_GRACE_SECONDS = float(os.environ.get("TIDEPOOL_GRACE_SECONDS", "30"))
 TIDEPOOL_NODE_TIMEOUT = float(os.environ.get("TIDEPOOL_NODE_TIMEOUT", "60"))
 TIDEPOOL_HEARTBEAT_SECONDS = float(os.environ.get("TIDEPOOL_HEARTBEAT_SECONDS", "10"))
@@ -292,7 +294,8 @@ TIDEPOOL_HANG_TIMEOUT = float(os.environ.get("TIDEPOOL_HANG_TIMEOUT", "0"))
 TIDEPOOL_METRICS_TOKEN = os.environ.get("TIDEPOOL_METRICS_TOKEN", "")
 TIDEPOOL_METRICS_ALLOW = env_list("TIDEPOOL_METRICS_ALLOW", "127.0.0.1/32,::1/128")
 # HTTP requests inside Django at once per web process (config/asgi.py); below the pool size.
-TIDEPOOL_WEB_CONCURRENCY = int(os.environ.get("TIDEPOOL_WEB_CONCURRENCY", "4"))
+TIDEPOOL_WEB_CONCURRENCY = int(os.environ.get("TIDEPOOL_WEB_CONCURRENCY", "1"))
+TIDEPOOL_KEEPALIVE_REQUESTS = int(os.environ.get("TIDEPOOL_KEEPALIVE_REQUESTS", "20"))
 TIDEPOOL_BASIC_AUTH_CACHE_SECONDS = float(os.environ.get("TIDEPOOL_BASIC_AUTH_CACHE_SECONDS", "60"))
 TIDEPOOL_DATA_DIR = Path(os.environ.get("TIDEPOOL_DATA_DIR", str(BASE_DIR / "var")))
 # None: derived from TIDEPOOL_DATA_DIR where used (scheduler/paths.py).

@@ -41,6 +41,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--submissions", type=int, default=1500)
     parser.add_argument("--max-seconds", type=float, default=120)
+    parser.add_argument("--command", default="sleep 3600",
+                        help="each job's command (default: long, so the quota's GPUs stay busy and the rest queue)")
     parser.add_argument("--warmup", type=int, default=20, help="requests before timing (fills auth caches)")
     parser.add_argument("--new-connections", action="store_true",
                         help="a new connection per request (default: one keep-alive connection per client; "
@@ -70,7 +72,7 @@ class Run:
         n = next(self.counter)
         return json.dumps({
             "name": f"bench-{int(time.time())}-{n}", "workspace": self.args.workspace, "quota": self.args.quota,
-            "command": "echo bench", "idle_mode": "off", "priority": 1 + n % 9,
+            "command": self.args.command, "idle_mode": "off", "priority": 1 + n % 9,
             "roles": [{"name": "worker", "pod_count": 1, "gpus": 1, "cpu": 1, "memory_gib": 1}],
         }).encode()
 

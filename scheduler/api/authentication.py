@@ -61,18 +61,63 @@ def _key(userid: str, password: str) -> bytes:
     return hmac.new(_KEY, f"{userid}\x00{password}".encode(), hashlib.sha256).digest()
 
 
+class _KeyLocks:
+    """One lock per credentials key, so that the requests of a client arriving together (50 at a
+    console's start) hash its password once and not once each; the others then hit the cache.
+    Wrong passwords are never cached: their attempts on one key are hashed one after the other."""
+
+    def __init__(self) -> None:
+        self._locks: dict[bytes, list] = {}  # key -> [lock, holders]
+        self._guard = threading.Lock()
+
+    def __call__(self, key: bytes) -> _KeyLock:
+        return _KeyLock(self, key)
+
+
+class _KeyLock:
+    def __init__(self, locks: _KeyLocks, key: bytes) -> None:
+        self.locks, self.key = locks, key
+
+    def __enter__(self) -> None:
+        with self.locks._guard:
+            entry = self.locks._locks.setdefault(self.key, [threading.Lock(), 0])
+            entry[1] += 1
+        entry[0].acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        with self.locks._guard:
+            entry = self.locks._locks[self.key]
+            entry[0].release()
+            entry[1] -= 1
+            if not entry[1]:
+                del self.locks._locks[self.key]
+
+
+key_locks = _KeyLocks()
+
+
 class CachedBasicAuthentication(BasicAuthentication):
     def authenticate_credentials(self, userid, password, request=None):
         ttl = settings.TIDEPOOL_BASIC_AUTH_CACHE_SECONDS
         if ttl <= 0:
             return super().authenticate_credentials(userid, password, request)
         key = _key(userid, password)
-        hit = remembered.get(key)
-        if hit is not None:
-            user_id, password_hash = hit
-            user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
-            if user is not None and user.password == password_hash:
+        user = self._remembered_user(key)
+        if user is not None:
+            return user, None
+        with key_locks(key):
+            user = self._remembered_user(key)  # hashed by a request that held the lock before us
+            if user is not None:
                 return user, None
-        user, auth = super().authenticate_credentials(userid, password, request)
-        remembered.put(key, user.pk, user.password, ttl)
+            user, auth = super().authenticate_credentials(userid, password, request)
+            remembered.put(key, user.pk, user.password, ttl)
         return user, auth
+
+    @staticmethod
+    def _remembered_user(key: bytes):
+        hit = remembered.get(key)
+        if hit is None:
+            return None
+        user_id, password_hash = hit
+        user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+        return user if user is not None and user.password == password_hash else None
