@@ -1,7 +1,8 @@
-"""Forms staff use to set up the cluster: quotas (the tree) and workspaces.
+"""Forms staff use to set up the cluster: quotas (the tree), workspaces, pool policies (DESIGN §2b).
 
 Like console/forms.py they parse what the browser sends; the services decide what is allowed
-(the quota tree's invariants in `scheduler/services/quotas.py`) and `apply_service_errors` puts a refusal at its field.
+(the quota tree's invariants in `scheduler/services/quotas.py`, policy bounds in
+`scheduler/services/pool_policies.py`) and `apply_service_errors` puts a refusal at its field.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from django.core.exceptions import ValidationError
 
 from console.fields import AsciiDecimalField, AsciiIntegerField
 from scheduler import validation as v
-from scheduler.models import ResourceQuota, ResourceType, Workspace
+from scheduler.models import PoolPolicy, ResourceQuota, ResourceType, Workspace
 from scheduler.selectors import gpu_models_by_pool
+from scheduler.selectors.pools import PoolPolicyRow
 from scheduler.services.quotas import pool_share_per_gpu
 
 
@@ -190,3 +192,40 @@ class WorkspaceForm(forms.ModelForm):
         if problem:
             raise ValidationError(problem)
         return self.cleaned_data["name"]
+
+
+# ---------------------------------------------------------------------------------- pool policies
+
+SECONDS_ATTRS = {"min": 0, "max": v.MAX_POLICY_SECONDS, "step": 1, "inputmode": "numeric"}
+
+
+class PoolPolicyForm(forms.Form):
+    """One pool's policies. It parses what the browser sends (whole numbers in ASCII digits); the
+    bounds, the known idle shares and the known pools are `pool_policy_set`'s to check."""
+
+    resource_type = forms.CharField(widget=forms.HiddenInput, max_length=16)
+    idle_share = forms.CharField(
+        label="Idle share", max_length=8, widget=forms.Select(choices=PoolPolicy.IdleShare.choices),
+        help_text="Who gets idle capacity first: jobs in pending order, or — fair share — among the highest "
+        "priority, the quota borrowing least for its guarantee.",
+    )
+    min_runtime_s = AsciiIntegerField(
+        label="Minimum runtime (seconds)", widget=forms.NumberInput(attrs=SECONDS_ATTRS),
+        help_text="A job on idle resources is not reclaimed before it has run this long. 0: off; at most "
+        "30 days.",
+    )
+    starvation_s = AsciiIntegerField(
+        label="Starvation guard (seconds)", widget=forms.NumberInput(attrs=SECONDS_ATTRS),
+        help_text="A job waiting longer than this, blocked only by capacity, gets nodes kept for it as they "
+        "empty; running jobs are never stopped. 0: off; at most 30 days.",
+    )
+
+    def __init__(self, *args: Any, pool: str, **kwargs: Any) -> None:
+        super().__init__(*args, auto_id=f"id_{pool}_%s", **kwargs)
+        self.pool = pool
+
+    @classmethod
+    def of_row(cls, row: PoolPolicyRow) -> PoolPolicyForm:
+        initial = {"resource_type": row.pool, "idle_share": row.idle_share, "min_runtime_s": row.min_runtime_s,
+                   "starvation_s": row.starvation_s}
+        return cls(pool=row.pool, initial=initial)
