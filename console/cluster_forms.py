@@ -102,6 +102,12 @@ class QuotaForm(forms.Form):
         label="Max memory (GiB)", min_value=0, max_digits=12, decimal_places=3, required=False,
         help_text="Empty: not capped.",
     )
+    preempt_within = forms.BooleanField(
+        label="Priority preemption inside the quota", required=False,
+        help_text="The guarantee goes to this quota's highest-priority work: a job that does not fit its min first "
+        "moves the quota's own lower-priority jobs to idle resources (they keep running, Not in Quota, and come "
+        "back In Quota when it fits again), then may preempt them. Jobs of child quotas are not affected.",
+    )
     workspaces = forms.ModelMultipleChoiceField(
         queryset=Workspace.objects.none(), required=False, widget=forms.CheckboxSelectMultiple,
         help_text="Members of these workspaces can submit jobs to this quota.",
@@ -121,6 +127,7 @@ class QuotaForm(forms.Form):
                 "max_gpus": instance.max_gpus,
                 "max_cpu": instance.max_cpu,
                 "max_memory_gib": instance.max_memory_gib,
+                "preempt_within": instance.preempt_within,
                 "workspaces": list(instance.workspaces.values_list("pk", flat=True)),
             }
         super().__init__(*args, **kwargs)
@@ -137,7 +144,7 @@ class QuotaForm(forms.Form):
         )
         # Keep the fields in reading order: GPUs next to the other min / max fields.
         order = ["name", "description", "resource_type", "parent", "min_gpus", "min_cpu", "min_memory_gib",
-                 "max_gpus", "max_cpu", "max_memory_gib", "workspaces"]
+                 "max_gpus", "max_cpu", "max_memory_gib", "preempt_within", "workspaces"]
         self.order_fields(order)
         parents = ResourceQuota.objects.order_by("resource_type", "name")
         if instance is not None:
@@ -164,6 +171,7 @@ class QuotaForm(forms.Form):
             "max_gpus": data["max_gpus"],
             "max_cpu": data["max_cpu"],
             "max_memory_gib": data["max_memory_gib"],
+            "preempt_within": data["preempt_within"],
         }
 
 

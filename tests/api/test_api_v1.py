@@ -241,6 +241,10 @@ def test_quotas_tree_with_use(world: World, alice: Client) -> None:
                           "pending_jobs"}
     one = alice.get(f"/api/v1/quotas/{world.team_vision.pk}/").json()
     assert one["usage"] == usage
+    assert one["preempt_within"] is False  # DESIGN §2b, a quota setting; read-only in v1
+    world.team_vision.preempt_within = True
+    world.team_vision.save()
+    assert alice.get(f"/api/v1/quotas/{world.team_vision.pk}/").json()["preempt_within"] is True
     assert alice.get("/api/v1/quotas/999999/").status_code == 404
     assert alice.post("/api/v1/quotas/", {"name": "x"}, content_type="application/json").status_code == 405
 

@@ -1,9 +1,10 @@
-"""The pool policies page (/pools/, staff; DESIGN §2b): staff edit a pool's policies in the console,
-the loop's next snapshot reads them, members get 403, and every bad input answers at its field with
-nothing changed."""
+"""The pool policies page (/pools/, staff) and the quota form's preempt_within (DESIGN §2b): staff
+edit a pool's policies in the console, the loop's next snapshot reads them, members get 403, and
+every bad input answers at its field with nothing changed."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -14,7 +15,8 @@ from django.utils import timezone
 
 from scheduler.engine.types import IDLE_SHARE_FAIR
 from scheduler.loop.snapshot import build_snapshot
-from scheduler.models import PoolPolicy
+from scheduler.models import PoolPolicy, ResourceQuota
+from tests.console.test_console_management import quota_data
 from tests.factories import NodeFactory, World
 
 pytestmark = pytest.mark.django_db
@@ -121,6 +123,32 @@ def test_an_unknown_pool_is_refused_above_the_pools(world: World, staff_client: 
     assert response.context["stray"].errors == {"resource_type": ["There is no pool 'quantum': use general or lingjun."]}
     assert "Pool: There is no pool &#x27;quantum&#x27;" in response.content.decode()
     assert _rows() == [] and not LogEntry.objects.exists()
+
+
+def test_the_quota_form_sets_preempt_within(world: World, staff_client: Client) -> None:
+    url = reverse("console:quota_edit", args=[world.team_vision.pk])
+    assert 'name="preempt_within"' in staff_client.get(url).content.decode()
+    data = quota_data(world, name="team-vision", min_gpus_0="8", min_cpu="96", min_memory_gib="768",
+                      preempt_within="on")
+    assert staff_client.post(url, data).status_code == 302
+    world.team_vision.refresh_from_db()
+    assert world.team_vision.preempt_within is True
+    snapshot = build_snapshot([], timezone.now())[0]
+    assert {q.name: q.preempt_within for q in snapshot.quotas}["team-vision"] is True
+    assert re.search(r'<input[^>]*name="preempt_within"[^>]*checked', staff_client.get(url).content.decode())
+    listing = staff_client.get(reverse("console:quotas")).content.decode()
+    row = listing.split('data-quota="team-vision"')[1].split("</tr>")[0]
+    assert "data-preempt-within" in row and "priority preemption" in row
+    del data["preempt_within"]  # an unticked box sends nothing: off
+    assert staff_client.post(url, data).status_code == 302
+    world.team_vision.refresh_from_db()
+    assert world.team_vision.preempt_within is False
+
+
+def test_a_new_quota_is_created_with_preempt_within(world: World, staff_client: Client) -> None:
+    response = staff_client.post(reverse("console:quota_new"), quota_data(world, preempt_within="on"))
+    assert response.status_code == 302
+    assert ResourceQuota.objects.get(name="team-new").preempt_within is True
 
 
 def test_staff_find_the_page_from_quotas_and_nodes(world: World, staff_client: Client) -> None:

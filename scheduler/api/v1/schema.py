@@ -128,6 +128,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "max_gpus": "Ceiling on GPUs per model (null: none).",
         "max_cpu": "Ceiling on CPU cores (null: none).",
         "max_memory_gib": "Ceiling on memory, GiB (null: none).",
+        "preempt_within": "Priority preemption inside the quota (DESIGN §2b): its guarantee goes to its own "
+                          "highest-priority jobs, lower-priority ones moved to idle resources first (default false).",
         "workspaces": "Workspaces whose members may submit to it.",
         "usage": "GPU use of the quota's whole subtree.",
     },
