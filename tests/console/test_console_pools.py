@@ -13,6 +13,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from scheduler import publish
 from scheduler.engine.types import IDLE_SHARE_FAIR
 from scheduler.loop.snapshot import build_snapshot
 from scheduler.models import PoolPolicy, ResourceQuota
@@ -125,12 +126,17 @@ def test_an_unknown_pool_is_refused_above_the_pools(world: World, staff_client: 
     assert _rows() == [] and not LogEntry.objects.exists()
 
 
-def test_the_quota_form_sets_preempt_within(world: World, staff_client: Client) -> None:
+def test_the_quota_form_sets_preempt_within(world: World, staff_client: Client, monkeypatch,
+                                           django_capture_on_commit_callbacks) -> None:
+    wakes: list[int] = []
+    monkeypatch.setattr(publish, "wake_scheduler", lambda: wakes.append(1))
     url = reverse("console:quota_edit", args=[world.team_vision.pk])
     assert 'name="preempt_within"' in staff_client.get(url).content.decode()
     data = quota_data(world, name="team-vision", min_gpus_0="8", min_cpu="96", min_memory_gib="768",
                       preempt_within="on")
-    assert staff_client.post(url, data).status_code == 302
+    with django_capture_on_commit_callbacks(execute=True):
+        assert staff_client.post(url, data).status_code == 302
+    assert wakes == [1]  # the next cycle decides with it
     world.team_vision.refresh_from_db()
     assert world.team_vision.preempt_within is True
     snapshot = build_snapshot([], timezone.now())[0]
