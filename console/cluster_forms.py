@@ -211,9 +211,9 @@ class PoolPolicyForm(forms.Form):
     """One pool's policies. It parses what the browser sends (whole numbers in ASCII digits); the
     bounds, the known idle shares and the known pools are `pool_policy_set`'s to check."""
 
-    resource_type = forms.CharField(widget=forms.HiddenInput, max_length=16)
+    resource_type = forms.CharField(widget=forms.HiddenInput)
     idle_share = forms.CharField(
-        label="Idle share", max_length=8, widget=forms.Select(choices=PoolPolicy.IdleShare.choices),
+        label="Idle share", widget=forms.Select(choices=PoolPolicy.IdleShare.choices),
         help_text="Who gets idle capacity first: jobs in pending order, or — fair share — among the highest "
         "priority, the quota borrowing least for its guarantee.",
     )

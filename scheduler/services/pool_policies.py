@@ -37,17 +37,22 @@ class PoolPolicySaved:
     changes: tuple[str, ...]
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _pool(value: Any) -> str:
     if value not in ResourceType.values:
         pools = " or ".join(ResourceType.values)
-        raise validation.refuse("resource_type", f"There is no pool {value!r}: use {pools}.")
+        raise validation.refuse("resource_type", f"There is no pool {_short(value)}: use {pools}.")
     return value
 
 
 def _idle_share(value: Any) -> str:
     if value not in PoolPolicy.IdleShare.values:
         raise validation.refuse(
-            "idle_share", f"Idle share {value!r} is unknown: use fifo (in pending order) or fair (fair share)."
+            "idle_share", f"Idle share {_short(value)} is unknown: use fifo (in pending order) or fair (fair share)."
         )
     return value
 

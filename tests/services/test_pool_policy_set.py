@@ -85,6 +85,7 @@ def test_the_defaults_on_a_pool_without_a_row_write_nothing(admin, wakes, django
     [
         ({"resource_type": "quantum"}, "resource_type", "There is no pool 'quantum'"),
         ({"resource_type": None}, "resource_type", "There is no pool"),
+        ({"resource_type": "x" * 5000}, "resource_type", "There is no pool 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...: use"),
         ({"idle_share": "random"}, "idle_share", "Idle share 'random' is unknown"),
         ({"idle_share": ""}, "idle_share", "is unknown"),
         ({"min_runtime_s": -1}, "min_runtime_s", f"Minimum runtime {RULE}, got -1."),
