@@ -176,6 +176,14 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "memory_used_mib": "GPU memory in use, MiB.",
         "memory_total_mib": "GPU memory, MiB.",
     },
+    "Pool": {
+        "nodes": "Nodes of the pool.",
+        "gpus": "GPUs of its nodes.",
+        "idle_share": "`fifo`: idle capacity in pending order (the default); `fair`: the highest priority, then "
+                      "the quota borrowing least for its guarantee.",
+        "min_runtime_s": "A job on idle resources is no reclaim candidate before it has run this long (0: off).",
+        "starvation_s": "A job waiting longer than this gets nodes kept for it as they empty (0: off).",
+    },
     "Me": {
         "username": "The user the credentials belong to.",
         "is_staff": "Staff see every workspace.",
