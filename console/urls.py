@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from console import api_pages, assets, views
+from console import api_pages, assets, pool_pages, views
 from scheduler.validation import register_id_converter
 
 register_id_converter()
@@ -21,6 +21,7 @@ urlpatterns = [
     path("workspaces/new/", views.WorkspaceFormView.as_view(), name="workspace_new"),
     path("workspaces/<id:pk>/edit/", views.WorkspaceFormView.as_view(), name="workspace_edit"),
     path("nodes/", views.NodeListView.as_view(), name="nodes"),
+    path("pools/", pool_pages.PoolPolicyView.as_view(), name="pools"),
     path("tokens/", api_pages.TokenListView.as_view(), name="tokens"),
     path("tokens/<id:pk>/revoke/", api_pages.TokenRevokeView.as_view(), name="token_revoke"),
     path("nodes/<id:pk>/<slug:action>/", views.NodeActionView.as_view(), name="node_action"),

@@ -24,14 +24,8 @@ from django.views import View
 
 from console import charts
 from console.api_pages import job_api_context
-from console.forms import (
-    IDLE_MODE_HELP,
-    JobSubmitForm,
-    QuotaForm,
-    WorkspaceForm,
-    apply_service_errors,
-    role_formset,
-)
+from console.cluster_forms import QuotaForm, WorkspaceForm
+from console.forms import IDLE_MODE_HELP, JobSubmitForm, apply_service_errors, role_formset
 from console.models import SubmissionToken
 from console.tables import (
     SORT_CHOICES,

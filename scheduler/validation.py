@@ -32,6 +32,7 @@ MIN_PRIORITY, MAX_PRIORITY = 1, 9
 MAX_RESTARTS = 100
 MAX_RUNNING_MINUTES = 366 * 24 * 60  # a year
 MAX_GRACE_SECONDS = 3600
+MAX_POLICY_SECONDS = 30 * 24 * 3600  # a pool's min_runtime_s and starvation_s (DESIGN §2b): 30 days
 MAX_COMMAND_CHARS = 16_384
 MAX_ENV_VARS = 64
 MAX_ENV_NAME_CHARS = 128
@@ -192,6 +193,15 @@ def amount(value: Any, field: str, *, high: Decimal, label: str | None = None) -
     if number > high:
         raise refuse(field, f"{label} must be at most {high} (got {number}).")
     return number.quantize(Decimal("0.001"), rounding=ROUND_HALF_UP)
+
+
+def policy_seconds(value: Any, field: str, label: str) -> int:
+    """A pool policy's duration (DESIGN §2b min_runtime_s, starvation_s): whole seconds, 0 (off) to 30 days."""
+    try:
+        return whole_number(value, field, low=0, high=MAX_POLICY_SECONDS, label=label)
+    except ValidationError:
+        raise refuse(field, f"{label} is a whole number of seconds from 0 (off) to {MAX_POLICY_SECONDS:,} "
+                            f"(30 days), got {_shown(value)}.") from None
 
 
 def grace_seconds_value(value: Any, field: str = "grace_seconds") -> float | None:

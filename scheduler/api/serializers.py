@@ -246,6 +246,7 @@ class QuotaSerializer(serializers.Serializer):
     max_memory_gib = serializers.DecimalField(
         source="quota.max_memory_gib", max_digits=12, decimal_places=3, coerce_to_string=False, allow_null=True
     )
+    preempt_within = serializers.BooleanField(source="quota.preempt_within")
     workspaces = serializers.SerializerMethodField()
     usage = serializers.SerializerMethodField()
 
@@ -288,6 +289,7 @@ class QuotaWriteSerializer(serializers.Serializer):
                                        required=False)
     max_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, min_value=0, allow_null=True,
                                               required=False)
+    preempt_within = serializers.BooleanField(required=False)  # DESIGN §2b; left out on create: false
     workspaces = serializers.ListField(child=serializers.CharField(max_length=v.NAME_LENGTHS["workspace"]),
                                        max_length=1000, required=False)
 

@@ -14,7 +14,7 @@ from scheduler.engine.quota import TreeViolation, tree_violations
 from scheduler.engine.types import CPU, GPU_PREFIX, MEMORY
 from scheduler.engine_rows import engine_nodes_of_pool, engine_quota
 from scheduler.models import Node, ResourceQuota, ResourceType, Workspace
-from scheduler.publish import publish_cluster_change_on_commit
+from scheduler.publish import publish_cluster_change_on_commit, wake_scheduler_on_commit
 
 _AMOUNT_BOUNDS = {
     "min_cpu": validation.MAX_QUOTA_CPU,
@@ -260,6 +260,7 @@ def quota_create(
     quota.save()
     _set_workspaces(quota, workspaces)
     publish_cluster_change_on_commit()
+    wake_scheduler_on_commit()  # a new min, max or preempt_within: the next cycle decides with it
     return quota
 
 
@@ -278,6 +279,7 @@ def quota_update(
     quota.save()
     _set_workspaces(quota, workspaces)
     publish_cluster_change_on_commit()
+    wake_scheduler_on_commit()  # a new min, max or preempt_within: the next cycle decides with it
     return quota
 
 

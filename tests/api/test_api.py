@@ -160,6 +160,10 @@ def test_quota_tree_for_everyone_writes_for_staff(world: World, alice_client: Cl
     patched = staff_client.patch(f"/api/quotas/{quota_id}/", {"name": "team-x", "max_cpu": "8"},
                                  content_type="application/json")
     assert patched.status_code == 200 and patched.json()["max_cpu"] == 8
+    assert patched.json()["preempt_within"] is False
+    within = staff_client.patch(f"/api/quotas/{quota_id}/", {"preempt_within": True}, content_type="application/json")
+    assert within.status_code == 200 and within.json()["preempt_within"] is True
+    assert ResourceQuota.objects.get(pk=quota_id).preempt_within is True
     assert staff_client.delete(f"/api/quotas/{quota_id}/").status_code == 204
     assert not ResourceQuota.objects.filter(pk=quota_id).exists()
     in_use = staff_client.delete(f"/api/quotas/{world.team_vision.pk}/")

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.django_db
 
 JOB_GETS = ("", "events/", "pods/", "logs/", "gpu/")
 JOB_POSTS = ("stop/", "restart/", "clone/")
-CLUSTER_GETS = ("/api/v1/jobs/", "/api/v1/quotas/", "/api/v1/nodes/", "/api/v1/workspaces/", "/api/v1/me/")
+CLUSTER_GETS = ("/api/v1/jobs/", "/api/v1/quotas/", "/api/v1/nodes/", "/api/v1/workspaces/", "/api/v1/pools/",
+                "/api/v1/me/")
 
 
 @pytest.fixture
@@ -241,6 +242,10 @@ def test_quotas_tree_with_use(world: World, alice: Client) -> None:
                           "pending_jobs"}
     one = alice.get(f"/api/v1/quotas/{world.team_vision.pk}/").json()
     assert one["usage"] == usage
+    assert one["preempt_within"] is False  # DESIGN §2b, a quota setting; read-only in v1
+    world.team_vision.preempt_within = True
+    world.team_vision.save()
+    assert alice.get(f"/api/v1/quotas/{world.team_vision.pk}/").json()["preempt_within"] is True
     assert alice.get("/api/v1/quotas/999999/").status_code == 404
     assert alice.post("/api/v1/quotas/", {"name": "x"}, content_type="application/json").status_code == 405
 
@@ -255,3 +260,16 @@ def test_gpu_samples_are_recorded_at_most_once_per_interval(world: World, job: J
     assert gpu_samples_record(node_name="gpu-01", readings=reading, now=start) == 1
     assert gpu_samples_record(node_name="gpu-01", readings=reading, now=start + timedelta(seconds=30)) == 0
     assert gpu_samples_record(node_name="gpu-01", readings=reading, now=start + timedelta(seconds=61)) == 1
+
+
+def test_pools_and_their_policies_read_only(world: World, alice: Client) -> None:
+    from scheduler.models import PoolPolicy
+
+    assert alice.get("/api/v1/pools/").json() == [
+        {"resource_type": "general", "nodes": 2, "gpus": 16, "idle_share": "fifo", "min_runtime_s": 0,
+         "starvation_s": 0}]
+    PoolPolicy.objects.create(resource_type="lingjun", idle_share="fair", min_runtime_s=600, starvation_s=3600)
+    pools = {p["resource_type"]: p for p in alice.get("/api/v1/pools/").json()}
+    assert pools["lingjun"] == {"resource_type": "lingjun", "nodes": 0, "gpus": 0, "idle_share": "fair",
+                                "min_runtime_s": 600, "starvation_s": 3600}
+    assert alice.post("/api/v1/pools/", {}, content_type="application/json").status_code == 405

@@ -280,6 +280,7 @@ def test_bad_input_creates_nothing_and_workspaces_stay_apart(
         ("/quotas/new/", "quota-new"),
         ("/workspaces/new/", "workspace-new"),
         ("/nodes/", "nodes-staff"),
+        ("/pools/", "pools"),
     ):
         admin.goto(path)
         screenshots(admin, name)

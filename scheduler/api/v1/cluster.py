@@ -1,4 +1,5 @@
-"""/api/v1/ quotas, nodes, workspaces and the caller: /api/'s reads behind v1's authentication."""
+"""/api/v1/ quotas, nodes, workspaces and the caller: /api/'s reads behind v1's authentication; the
+pools and their policies (v1 only, read-only)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from scheduler.api.v1 import serializers as s
 from scheduler.api.v1.auth import BearerTokenAuthentication
 from scheduler.api.v1.views import V1, _errors
 from scheduler.selectors import user_workspaces
+from scheduler.selectors.pools import pool_policy_rows
 
 
 class QuotaListView(V1, base.QuotaListView):
@@ -48,6 +50,13 @@ class WorkspaceListView(V1, base.WorkspaceListView):
                    summary="The caller's workspaces (staff: all) and the quotas each may submit to")
     def get(self, request: Request) -> Response:
         return super().get(request)
+
+
+class PoolListView(V1, APIView):
+    @extend_schema(responses={200: s.PoolSerializer(many=True), **_errors(401)},
+                   summary="The pools (resource types with nodes or policies) and their scheduling policies")
+    def get(self, request: Request) -> Response:
+        return Response(s.PoolSerializer(pool_policy_rows(), many=True).data)
 
 
 class MeView(V1, APIView):

@@ -128,6 +128,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "max_gpus": "Ceiling on GPUs per model (null: none).",
         "max_cpu": "Ceiling on CPU cores (null: none).",
         "max_memory_gib": "Ceiling on memory, GiB (null: none).",
+        "preempt_within": "Priority preemption inside the quota (DESIGN §2b): its guarantee goes to its own "
+                          "highest-priority jobs, lower-priority ones moved to idle resources first (default false).",
         "workspaces": "Workspaces whose members may submit to it.",
         "usage": "GPU use of the quota's whole subtree.",
     },
@@ -173,6 +175,14 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "utilization_percent": "NVML GPU utilisation over the last sample period, %.",
         "memory_used_mib": "GPU memory in use, MiB.",
         "memory_total_mib": "GPU memory, MiB.",
+    },
+    "Pool": {
+        "nodes": "Nodes of the pool.",
+        "gpus": "GPUs of its nodes.",
+        "idle_share": "`fifo`: idle capacity in pending order (the default); `fair`: the highest priority, then "
+                      "the quota borrowing least for its guarantee.",
+        "min_runtime_s": "A job on idle resources is no reclaim candidate before it has run this long (0: off).",
+        "starvation_s": "A job waiting longer than this gets nodes kept for it as they empty (0: off).",
     },
     "Me": {
         "username": "The user the credentials belong to.",

@@ -115,6 +115,17 @@ class GpuSampleSerializer(serializers.Serializer):
     memory_total_mib = serializers.IntegerField()
 
 
+class PoolSerializer(serializers.Serializer):
+    """A pool and its DESIGN §2b policies (scheduler.selectors.pools.PoolPolicyRow); read-only."""
+
+    resource_type = serializers.CharField(source="pool")
+    nodes = serializers.IntegerField()
+    gpus = serializers.IntegerField()
+    idle_share = serializers.CharField()
+    min_runtime_s = serializers.IntegerField()
+    starvation_s = serializers.IntegerField()
+
+
 class MeSerializer(serializers.Serializer):
     username = serializers.CharField()
     is_staff = serializers.BooleanField()

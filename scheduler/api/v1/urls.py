@@ -20,6 +20,7 @@ urlpatterns = [
     path("quotas/<int:pk>/", cluster.QuotaDetailView.as_view(), name="quota"),
     path("nodes/", cluster.NodeListView.as_view(), name="nodes"),
     path("workspaces/", cluster.WorkspaceListView.as_view(), name="workspaces"),
+    path("pools/", cluster.PoolListView.as_view(), name="pools"),
     path("me/", cluster.MeView.as_view(), name="me"),
     path("schema/", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-v1:schema", authentication_classes=[],

@@ -1,0 +1,105 @@
+"""Pool policy writes (DESIGN §2b): a pool's idle share, minimum runtime and starvation guard.
+
+The console's pool page calls `pool_policy_set`; the Django admin edits the same `PoolPolicy` row.
+A pool without a row uses the defaults (§2's rules), so a save that changes nothing writes
+nothing. A change is recorded in Django's admin log (`LogEntry`: who, when, what, shown in the
+row's admin history and on the console's pool page, like the admin's own edits) and wakes the
+scheduler after commit: the next cycle reads it (`scheduler/loop/snapshot.py: pool_policies`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from scheduler import validation
+from scheduler.models import PoolPolicy, ResourceType
+from scheduler.publish import wake_scheduler_on_commit
+
+log = logging.getLogger("tidepool.policies")
+
+POLICY_FIELDS = ("idle_share", "min_runtime_s", "starvation_s")
+POLICY_LABELS = {"idle_share": "Idle share", "min_runtime_s": "Minimum runtime", "starvation_s": "Starvation guard"}
+DEFAULTS: dict[str, Any] = {"idle_share": PoolPolicy.IdleShare.FIFO.value, "min_runtime_s": 0, "starvation_s": 0}
+
+
+@dataclass(frozen=True)
+class PoolPolicySaved:
+    """What `pool_policy_set` did: the pool's policy (unsaved, pk None, when it is the defaults and
+    the pool has no row) and the changes it recorded, in words (empty: nothing changed)."""
+
+    policy: PoolPolicy
+    changes: tuple[str, ...]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _pool(value: Any) -> str:
+    if value not in ResourceType.values:
+        pools = " or ".join(ResourceType.values)
+        raise validation.refuse("resource_type", f"There is no pool {_short(value)}: use {pools}.")
+    return value
+
+
+def _idle_share(value: Any) -> str:
+    if value not in PoolPolicy.IdleShare.values:
+        raise validation.refuse(
+            "idle_share", f"Idle share {_short(value)} is unknown: use fifo (in pending order) or fair (fair share)."
+        )
+    return value
+
+
+def policy_values(*, idle_share: Any, min_runtime_s: Any, starvation_s: Any) -> dict[str, Any]:
+    """The three policies checked against validation's bounds; a ValidationError keyed by field."""
+    return {
+        "idle_share": _idle_share(idle_share),
+        "min_runtime_s": validation.policy_seconds(min_runtime_s, "min_runtime_s", "Minimum runtime"),
+        "starvation_s": validation.policy_seconds(starvation_s, "starvation_s", "Starvation guard"),
+    }
+
+
+def _shown(field: str, value: Any) -> str:
+    return str(value) if field == "idle_share" else f"{value} s"
+
+
+def _changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(
+        f"{POLICY_LABELS[field]}: {_shown(field, before[field])} → {_shown(field, after[field])}"
+        for field in POLICY_FIELDS
+        if before[field] != after[field]
+    )
+
+
+@transaction.atomic
+def pool_policy_set(
+    *, user: AbstractBaseUser, resource_type: Any, idle_share: Any, min_runtime_s: Any, starvation_s: Any
+) -> PoolPolicySaved:
+    """Set a pool's §2b policies. Refuses an unknown pool, an unknown idle share, or a duration below
+    0 or above 30 days with a ValidationError keyed by the field; nothing is written then."""
+    pool = _pool(resource_type)
+    values = policy_values(idle_share=idle_share, min_runtime_s=min_runtime_s, starvation_s=starvation_s)
+    policy = PoolPolicy.objects.select_for_update().filter(resource_type=pool).first()
+    before = {field: getattr(policy, field) for field in POLICY_FIELDS} if policy else dict(DEFAULTS)
+    changes = _changes(before, values)
+    if not changes:
+        return PoolPolicySaved(policy or PoolPolicy(resource_type=pool, **values), ())
+    created = policy is None
+    if created:
+        # get_or_create: a row another request created meanwhile is taken, not duplicated.
+        policy, created = PoolPolicy.objects.select_for_update().get_or_create(resource_type=pool, defaults=values)
+    for field, value in values.items():
+        setattr(policy, field, value)
+    policy.save()
+    message = "; ".join(changes) + " (console)"
+    LogEntry.objects.log_actions(user.pk, [policy], ADDITION if created else CHANGE, message, single_object=True)
+    log.info("pool %s policies changed by %s: %s", pool, user.get_username(), "; ".join(changes))
+    wake_scheduler_on_commit()
+    return PoolPolicySaved(policy, changes)
