@@ -19,7 +19,9 @@ import os
 import threading
 from collections.abc import Iterable
 
-from channels.layers import get_channel_layer
+from asgiref.sync import async_to_sync
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import InMemoryChannelLayer, channel_layers, get_channel_layer
 from django.conf import settings
 from django.db import transaction
 
@@ -29,27 +31,32 @@ _server_loop: asyncio.AbstractEventLoop | None = None
 _lock = threading.Lock()
 
 
-def register_server_loop(loop: asyncio.AbstractEventLoop) -> None:
+def register_server_loop(loop: asyncio.AbstractEventLoop | None) -> None:
     """Called once by the ASGI app: the loop where the in-memory channel layer's consumers live."""
     global _server_loop
     with _lock:
         _server_loop = loop
 
 
-_publisher: tuple[int, asyncio.AbstractEventLoop] | None = None  # (pid, loop): a forked child makes its own
+_publishing: tuple[int, asyncio.AbstractEventLoop, object, object] | None = None  # pid, loop, layer, made for
 
 
-def _publisher_loop() -> asyncio.AbstractEventLoop:
-    """A process without a server loop (run_scheduler, node workers, commands) publishes on one event
-    loop of its own, in a daemon thread, for its whole life: the Redis channel layer keeps its
-    connections per loop, so a new loop per publish (async_to_sync) would connect to Redis every time."""
-    global _publisher
+def _publisher(layer: object) -> tuple[asyncio.AbstractEventLoop, object]:
+    """A process without a server loop (run_scheduler, node workers, commands) publishes through a
+    channel layer of its own on an event loop of its own, in a daemon thread, for its whole life:
+    the Redis layer keeps its connections per loop, so a new loop per publish (async_to_sync) would
+    connect to Redis every time. Its own layer object, so that no other loop ever closes (or meets)
+    the connections of this one. A forked child makes its own; so does a process whose channel layer
+    was replaced (settings changed, as tests do)."""
+    global _publishing
     with _lock:
-        if _publisher is None or _publisher[0] != os.getpid() or _publisher[1].is_closed():
+        if _publishing is None or _publishing[0] != os.getpid() or _publishing[1].is_closed():
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="tidepool-publish", daemon=True).start()
-            _publisher = (os.getpid(), loop)
-        return _publisher[1]
+            _publishing = (os.getpid(), loop, channel_layers.make_backend(DEFAULT_CHANNEL_LAYER), layer)
+        elif _publishing[3] is not layer:
+            _publishing = (*_publishing[:2], channel_layers.make_backend(DEFAULT_CHANNEL_LAYER), layer)
+        return _publishing[1], _publishing[2]
 
 
 PUBLISH_WAIT_S = 5.0  # a publish from a thread waits this long for Redis, then gives up (best effort)
@@ -61,9 +68,9 @@ def _send_many(messages: list[tuple[str, dict]]) -> None:
     if layer is None or not messages:
         return
 
-    async def deliver() -> None:
+    async def deliver(through=layer) -> None:
         for group, message in messages:
-            await layer.group_send(group, message)
+            await through.group_send(group, message)
 
     loop = _server_loop
     try:
@@ -76,10 +83,13 @@ def _send_many(messages: list[tuple[str, dict]]) -> None:
                 loop.create_task(deliver())
             else:
                 asyncio.run_coroutine_threadsafe(deliver(), loop)
-        elif running is None:
-            asyncio.run_coroutine_threadsafe(deliver(), _publisher_loop()).result(PUBLISH_WAIT_S)
-        else:
+        elif running is not None:
             running.create_task(deliver())
+        elif isinstance(layer, InMemoryChannelLayer):  # its consumers would be in this process: none yet
+            async_to_sync(deliver)()
+        else:
+            publish_loop, own_layer = _publisher(layer)
+            asyncio.run_coroutine_threadsafe(deliver(own_layer), publish_loop).result(PUBLISH_WAIT_S)
     except Exception:  # a broadcast is best effort: clients re-fetch on reconnect
         log.exception("publish of %d message(s) failed", len(messages))
 

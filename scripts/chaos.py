@@ -3,7 +3,7 @@
     nice -n 5 .venv/bin/python scripts/chaos.py [--jobs 2000 --clients 50 --scheduler-kills 20 --redis-down 60]
 
 Starts its own redis-server (port 6390, never the shared one), a fresh PostgreSQL database
-(`tidepool_chaos` on 127.0.0.1:5432), the console (daphne), two `run_scheduler` (leader + standby)
+(`tidepool_chaos` on 127.0.0.1:5432), the console (gunicorn + uvicorn workers, config/serving.py), two `run_scheduler` (leader + standby)
 and two Celery node workers (8 declared GPUs each). Then, while 50 clients submit 2,000 jobs
 through the REST API: the scheduler leader is SIGKILLed 20 times at random moments (and restarted),
 one worker is SIGKILLed and restarted 20 s later, and Redis is stopped for 60 s. 60 s after the
@@ -86,8 +86,9 @@ class Stack:
                    TIDEPOOL_NODE_NAME=node)
 
     def console(self) -> None:
-        self.start("console", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
-                               "config.asgi:application"])
+        """As docs/operations.md serves it: gunicorn with uvicorn workers (config/serving.py)."""
+        self.start("console", [sys.executable, "-m", "gunicorn", "-c", "python:config.serving"],
+                   TIDEPOOL_BIND=f"127.0.0.1:{self.port}", TIDEPOOL_DB_POOL="1")
 
     def stop_all(self) -> None:
         for name in list(self.procs):
