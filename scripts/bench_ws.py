@@ -4,7 +4,9 @@
     .venv/bin/python scripts/bench_ws.py --url http://127.0.0.1:8000 --clients 200 --updates 20 --idle 300
 
 N browsers' job lists (/ws/jobs/, one logged-in session) are connected through the console's server
-and the Redis channel layer. The script queues --updates jobs, then stops them one by one through
+and the Redis channel layer. The script starts a blocker job holding the quota's guarantee
+(--blocker-gpus, 4 = team-vision's in `bin/cluster --seed`), queues --updates jobs behind it
+(idle resources off), then stops them one by one through
 the API, and times, for every socket, the moment the re-rendered row showing the job Stopped arrives:
 from the stop request's send (end to end, the request included) and from its answer (the commit and
 the broadcast happen before the answer: what the fan-out adds). Then all sockets stay idle for --idle seconds, and one more
@@ -132,18 +134,25 @@ def summary(latencies: list[float]) -> dict[str, float | None]:
             "max_ms": round(max(latencies) * 1000, 1)}
 
 
+async def submit(api: Api, args: argparse.Namespace, suffix: str, gpus: int) -> int:
+    status, body = await asyncio.get_running_loop().run_in_executor(None, api.call, "POST", "/api/jobs/", {
+        "name": f"ws-bench-{int(time.time())}-{suffix}", "workspace": args.workspace, "quota": args.quota,
+        "command": "sleep 3600", "idle_mode": "off",
+        "roles": [{"name": "worker", "pod_count": 1, "gpus": gpus, "cpu": 1, "memory_gib": 1}]})
+    if status != 201:
+        raise SystemExit(f"could not queue a job: {status} {body}")
+    return body["id"]  # type: ignore[index]
+
+
 async def main_async(args: argparse.Namespace) -> int:
     api = Api(args.url, args.user, args.password)
     loop = asyncio.get_running_loop()
     job_ids = []
+    # A blocker takes the quota's whole guarantee, so the measured jobs stay queued: stopping one is a
+    # commit and a broadcast, with no pod to wait for (the fan-out is measured, not the nodes).
+    blocker = [await submit(api, args, "blocker", args.blocker_gpus)]
     for n in range(args.updates + 1):  # the last one is for after the idle spell
-        status, body = await loop.run_in_executor(None, api.call, "POST", "/api/jobs/", {
-            "name": f"ws-bench-{int(time.time())}-{n}", "workspace": args.workspace, "quota": args.quota,
-            "command": "echo", "idle_mode": "off",
-            "roles": [{"name": "worker", "pod_count": 1, "gpus": 1, "cpu": 1, "memory_gib": 1}]})
-        if status != 201:
-            raise SystemExit(f"could not queue a job: {status} {body}")
-        job_ids.append(body["id"])  # type: ignore[index]
+        job_ids.append(await submit(api, args, str(n), 1))
     cookie = await loop.run_in_executor(None, login, args.url, args.user, args.password)
     ws_url = args.url.replace("http", "ws", 1) + "/ws/jobs/"
     clients = [Client(i) for i in range(args.clients)]
@@ -166,6 +175,7 @@ async def main_async(args: argparse.Namespace) -> int:
     idle_latencies, idle_got, idle_expected = await update_round(api, clients, job_ids[-1:], 0, args.wait)
     for task in tasks:
         task.cancel()
+    await loop.run_in_executor(None, api.call, "POST", f"/api/jobs/{blocker[0]}/stop/", None)
     result = {
         "clients": args.clients, "updates": args.updates, "connect_s": round(connect_s, 2),
         "delivered": got, "expected": expected, "delivered_pct": round(100 * got / expected, 2) if expected else 0,
@@ -195,7 +205,9 @@ def main() -> int:
     parser.add_argument("--user", default="alice")
     parser.add_argument("--password", default="tidepool-alice")
     parser.add_argument("--workspace", default="vision")
-    parser.add_argument("--quota", default="team-research")
+    parser.add_argument("--quota", default="team-vision")
+    parser.add_argument("--blocker-gpus", type=int, default=4,
+                        help="GPUs of the first job, which runs and keeps the others queued: the quota's guarantee")
     parser.add_argument("--clients", type=int, default=200)
     parser.add_argument("--updates", type=int, default=20)
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between updates")
