@@ -79,6 +79,17 @@ class Ledger:
             counted = self.inq[name]
             counted[model] = counted.get(model, 0) + gpus
 
+    def may_fit_in_quota(self, cls: JobClass) -> bool:
+        """Whether a job of the class could fit in quota on some model: False only for `off` classes
+        with less headroom than one job's GPUs on every model. CPU, memory and `max` are left out,
+        so this says True whenever the engine's own test could (DESIGN §2b: only such jobs starve)."""
+        if cls.idle or not cls.gpus:
+            return True
+        return any(
+            min(self.guarantee[q].get(model, 0) - self.inq[q].get(model, 0) for q in cls.quota_path) >= cls.gpus
+            for _, model in cls.models
+        )
+
     def bound(self, cls: JobClass) -> int:
         """How many jobs of the class could at most be admitted or nominated in this cycle.
 

@@ -126,8 +126,9 @@ class _Replay:
         self.last_event = 0.0
         self.feasible_cache: dict[tuple, bool] = {}
         self.policy = config.engine_policy()
-        # Drain sets are made from every pending job: no pruning with a starvation guard.
-        self.prune = config.prune and config.starvation_s <= 0
+        # With a starvation guard every starving job goes into the snapshot too (`_select`); under
+        # fifo a quota's queue stops at its blocked head, so there the guard turns pruning off.
+        self.prune = config.prune and (config.starvation_s <= 0 or not self.fifo)
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -355,8 +356,11 @@ class _Replay:
         if not self.prune:
             return [sims[index] for cls in self.nonempty.values() for _, _, index in cls.queue]
         selected: list[SimJob] = []
+        limit = self.config.starvation_s
         for cls in self.nonempty.values():
             bound = self.ledger.bound(cls)
+            if limit > 0 and bound < len(cls.queue) and self.ledger.may_fit_in_quota(cls):
+                bound = max(bound, _starving(cls.queue, self.now, limit))
             selected.extend(sims[index] for _, _, index in cls.queue[:bound])
         return selected
 
@@ -476,3 +480,21 @@ class _Replay:
             known = "probe" in self.engine(snapshot).admitted
             self.feasible_cache[key] = known
         return known
+
+
+def _starving(queue: Sequence[tuple[float, str, int]], now: float, limit: float) -> int:
+    """How many jobs at the head of a class's queue wait longer than `limit` (DESIGN §2b starving).
+
+    The queue is in queue-time order and a class shares one priority, so those jobs are a prefix;
+    the test is the engine's own (`now - queue time > limit`), found by bisection. Only they can get
+    a drain set, so with them in the snapshot a pruned job changes no drain set: it would change
+    nothing but its own failed attempt.
+    """
+    low, high = 0, len(queue)
+    while low < high:
+        middle = (low + high) // 2
+        if now - queue[middle][0] > limit:
+            low = middle + 1
+        else:
+            high = middle
+    return low
