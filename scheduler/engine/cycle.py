@@ -100,6 +100,7 @@ class _Cycle(WithinQuota, PolicySteps):
         self.demoted_now: dict[str, Victim] = {}
         self.starving: dict[str, tuple[str, ...]] = {}  # starvation_s: starving job -> its drain set
         self.avoid: dict[str, frozenset[NodeState]] = {}  # job -> nodes of earlier starving jobs' drain sets
+        self._allowed: dict[tuple[str, str | None, frozenset[NodeState]], list[NodeState]] = {}
         self.capacity = Capacity(snapshot.nodes)
         self.quotas = QuotaTree(snapshot.quotas, snapshot.nodes)
         self.decisions = Decisions()
@@ -357,7 +358,8 @@ class _Cycle(WithinQuota, PolicySteps):
                ) -> list[Placed] | None:
         avoid = self.avoid.get(demand.job.name)
         if avoid is not None:
-            return place_avoiding(self.capacity, demand, model, avoid, releasing=releasing)
+            nodes = self._allowed_nodes(demand.pool or "", model, avoid)
+            return place_avoiding(self.capacity, demand, nodes, releasing=releasing) if nodes else None
         if not use_memo:
             return place(self.capacity, demand, model, releasing=releasing)
         memo = self.no_released_room if releasing else self.no_free_room
@@ -367,6 +369,15 @@ class _Cycle(WithinQuota, PolicySteps):
         if placed is None:
             memo.failed(demand, model)
         return placed
+
+    def _allowed_nodes(self, pool: str, model: str | None, avoid: frozenset[NodeState]) -> list[NodeState]:
+        """The schedulable nodes of `pool` (and `model`) outside `avoid`, in the capacity's order. Drain
+        sets are fixed for the cycle and shared by every job after the same starving job: kept once."""
+        key = (pool, model, avoid)
+        nodes = self._allowed.get(key)
+        if nodes is None:
+            nodes = self._allowed[key] = [n for n in self.capacity.schedulable_nodes(pool, model) if n not in avoid]
+        return nodes
 
     def _select_victims(self, demand: Demand, model: str | None) -> list[Victim] | None:
         if demand.job.name in self.avoid:
@@ -398,8 +409,10 @@ class _Cycle(WithinQuota, PolicySteps):
         """§2's victim walk over `queue`'s candidates."""
         pool = demand.pool or ""
         shape = demand.shape
-        could_host = self._host_test(demand, model)
         avoid = self.avoid.get(demand.job.name, frozenset())
+        if avoid and not self._allowed_nodes(pool, model, avoid):
+            return None  # every node it could use is in an earlier drain set: no pod of it can go anywhere
+        could_host = self._host_test(demand, model)
         fit: CountingFit | GreedyFit
         if shape is not None:
             base = [n for n in self.capacity.nodes_with_room(pool, model, shape[0]) if n not in avoid]

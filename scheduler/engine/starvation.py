@@ -37,6 +37,7 @@ def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, fro
     if now is None or all(p.starvation_s <= 0 for p in policies):
         return starving, avoid
     drained: set[NodeState] = set()
+    undrained = [n for n in cycle.capacity.nodes.values() if n.schedulable]  # schedulable, in no drain set yet
     kept: frozenset[NodeState] = frozenset()
     # inq counts nominated jobs (DESIGN §2): charged while deciding who fits in quota, then taken back
     nominated = [(d, _nominated_model(cycle, d)) for d in cycle.queue if d.job.phase == NOMINATED and d.pool]
@@ -51,14 +52,15 @@ def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, fro
         limit = snapshot.policy_of(demand.pool or "").starvation_s
         if limit <= 0 or now - job.submitted_at <= limit or not _only_capacity(cycle, demand):
             continue
-        nodes = sorted((n for n in cycle.capacity.nodes.values() if n.schedulable and n.pool == demand.pool
-                        and n not in drained and (demand.model is None or n.model == demand.model)),
+        nodes = sorted((n for n in undrained if n.pool == demand.pool
+                        and (demand.model is None or n.model == demand.model)),
                        key=lambda n: (-n.free_g, n.name))
         prefix = _shortest_prefix(demand, nodes)
         if prefix:
             starving[job.name] = tuple(n.name for n in prefix)
             drained.update(prefix)
             kept = frozenset(drained)
+            undrained = [n for n in undrained if n not in drained]
         else:
             starving[job.name] = ()
     for demand, model in nominated:
@@ -105,11 +107,11 @@ def _shortest_prefix(demand: Demand, nodes: Sequence[NodeState]) -> list[NodeSta
     return []
 
 
-def place_avoiding(capacity: Capacity, demand: Demand, model: str | None, avoid: frozenset[NodeState], *,
+def place_avoiding(capacity: Capacity, demand: Demand, nodes: Sequence[NodeState], *,
                    releasing: bool) -> list[Placed] | None:
-    """`placement.place` off the nodes in `avoid`: the same best fit (least free GPUs, then CPU, then
-    name, counting unreserved being-released capacity when `releasing`), over the remaining nodes."""
-    nodes = [n for n in capacity.schedulable_nodes(demand.pool or "", model) if n not in avoid]
+    """`placement.place` on `nodes` only (the schedulable nodes of the job's pool and model that are in no
+    drain set it must keep off): the same best fit (least free GPUs, then CPU, then name, counting
+    unreserved being-released capacity when `releasing`)."""
     placed: list[Placed] = []
     for index, g, c, m in demand.order:
         node = _best(nodes, g, c, m, releasing)
