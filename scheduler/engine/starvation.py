@@ -107,11 +107,27 @@ def _shortest_prefix(demand: Demand, nodes: Sequence[NodeState]) -> list[NodeSta
     return []
 
 
-def place_avoiding(capacity: Capacity, demand: Demand, nodes: Sequence[NodeState], *,
-                   releasing: bool) -> list[Placed] | None:
-    """`placement.place` on `nodes` only (the schedulable nodes of the job's pool and model that are in no
-    drain set it must keep off): the same best fit (least free GPUs, then CPU, then name, counting
-    unreserved being-released capacity when `releasing`)."""
+AllowedNodes = dict[tuple[str, str | None, frozenset[NodeState]], list[NodeState]]
+
+
+def allowed_nodes(capacity: Capacity, cache: AllowedNodes, pool: str, model: str | None,
+                  avoid: frozenset[NodeState]) -> list[NodeState]:
+    """The schedulable nodes of `pool` (and `model`) outside `avoid`, in the capacity's order; kept in
+    `cache` for the cycle, since drain sets are fixed and shared by every job after one starving job."""
+    key = (pool, model, avoid)
+    nodes = cache.get(key)
+    if nodes is None:
+        nodes = cache[key] = [n for n in capacity.schedulable_nodes(pool, model) if n not in avoid]
+    return nodes
+
+
+def place_avoiding(capacity: Capacity, cache: AllowedNodes, demand: Demand, model: str | None,
+                   avoid: frozenset[NodeState], *, releasing: bool) -> list[Placed] | None:
+    """`placement.place` off the nodes in `avoid`: the same best fit (least free GPUs, then CPU, then
+    name, counting unreserved being-released capacity when `releasing`), over the remaining nodes."""
+    nodes = allowed_nodes(capacity, cache, demand.pool or "", model, avoid)
+    if not nodes:
+        return None
     placed: list[Placed] = []
     for index, g, c, m in demand.order:
         node = _best(nodes, g, c, m, releasing)

@@ -110,3 +110,21 @@ class Ledger:
             if cls.idle:
                 idle += max(0, free)
         return in_quota // cls.gpus + idle // cls.gpus
+
+
+def starving_count(queue: Sequence[tuple[float, str, int]], now: float, limit: float) -> int:
+    """How many jobs at the head of a class's queue wait longer than `limit` (DESIGN §2b starving).
+
+    The queue is in queue-time order and a class shares one priority, so those jobs are a prefix;
+    the test is the engine's own (`now - queue time > limit`), found by bisection. Only they can get
+    a drain set, so with them in the snapshot a pruned job changes no drain set: it would change
+    nothing but its own failed attempt.
+    """
+    low, high = 0, len(queue)
+    while low < high:
+        middle = (low + high) // 2
+        if now - queue[middle][0] > limit:
+            low = middle + 1
+        else:
+            high = middle
+    return low

@@ -27,6 +27,8 @@ class ReplayConfig:
     min_runtime_s: float = 0.0
     starvation_s: float = 0.0
     safe_point: bool = False  # give running borrowers their last checkpoint time (victim order)
+    preempt_within: bool = False  # every quota's preempt_within (DESIGN §2b)
+    name: str = ""  # the column's name in tables and reports (default: the policy)
 
     def __post_init__(self) -> None:
         if self.cycle_s < 0 or self.grace_s < 0:

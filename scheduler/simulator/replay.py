@@ -48,7 +48,7 @@ from scheduler.engine.types import (
 from . import fifo
 from . import jobs as states
 from .jobs import SimJob, build_jobs
-from .ledger import JobClass, Ledger
+from .ledger import JobClass, Ledger, starving_count
 from .model import JobOutcome, ReplayConfig, ReplayResult
 from .policies import FIFO, PolicySetup, build_policy, quota_path
 from .traces import Cluster, TraceJob
@@ -92,6 +92,8 @@ class _Replay:
         self.progress = progress
         self.cluster = cluster
         self.setup: PolicySetup = build_policy(config.policy, cluster, jobs)
+        if config.preempt_within:  # DESIGN §2b priority preemption inside every quota
+            self.setup = replace(self.setup, quotas=tuple(replace(q, preempt_within=True) for q in self.setup.quotas))
         self.fifo = config.policy == FIFO
         self.nodes: tuple[Node, ...] = cluster.nodes
         self.quotas: tuple[Quota, ...] = self.setup.quotas
@@ -128,7 +130,9 @@ class _Replay:
         self.policy = config.engine_policy()
         # With a starvation guard every starving job goes into the snapshot too (`_select`); under
         # fifo a quota's queue stops at its blocked head, so there the guard turns pruning off.
-        self.prune = config.prune and (config.starvation_s <= 0 or not self.fifo)
+        # preempt_within: demotions raise other jobs' headroom and add candidates within the cycle,
+        # which the bound does not foresee, so it turns pruning off too.
+        self.prune = config.prune and (config.starvation_s <= 0 or not self.fifo) and not config.preempt_within
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -175,7 +179,7 @@ class _Replay:
                 cycle_at = max(self.now, last_cycle + self.config.cycle_s)
         self._censor()
         return ReplayResult(
-            policy=self.config.policy,
+            policy=self.config.name or self.config.policy,
             config=self.config,
             total_gpus=self.ledger.total_gpus,
             jobs=self.outcomes,
@@ -360,11 +364,19 @@ class _Replay:
         for cls in self.nonempty.values():
             bound = self.ledger.bound(cls)
             if limit > 0 and bound < len(cls.queue) and self.ledger.may_fit_in_quota(cls):
-                bound = max(bound, _starving(cls.queue, self.now, limit))
+                bound = max(bound, starving_count(cls.queue, self.now, limit))
             selected.extend(sims[index] for _, _, index in cls.queue[:bound])
         return selected
 
     def _apply(self, decisions: Decisions) -> None:
+        ledger = self.ledger
+        for name in decisions.demoted:  # preempt_within: still running, now Not in Quota
+            self.freed = True  # a new reclaim candidate: jobs left pending may now reclaim it
+            sim = self.by_name[name]
+            sim.in_quota = False
+            sim.view = replace(sim.view, in_quota=False, demoted=True)
+            ledger.add(ledger.borrowed, (self._pool_of(sim), sim.model), sim.gpus)
+            self._set_inq(sim, None)
         for name in decisions.preempted:
             self._preempt(self.by_name[name])
         was_nominated = [s for s in self.active.values() if s.state == states.NOMINATED]
@@ -390,11 +402,10 @@ class _Replay:
                 self._enqueue(sim)
                 sim.queued_at, sim.nominated_at = queued_at, nominated_at
                 self.freed = True
-        ledger = self.ledger
         for name in decisions.promoted:
             sim = self.by_name[name]
             sim.in_quota = True
-            sim.view = replace(sim.view, in_quota=True)
+            sim.view = replace(sim.view, in_quota=True, demoted=False)
             ledger.add(ledger.borrowed, (self._pool_of(sim), sim.model), -sim.gpus)
             self._set_inq(sim, sim.model)
 
@@ -439,7 +450,10 @@ class _Replay:
         now, grace = self.now, self.config.grace_s
         ledger = self.ledger
         key = (self._pool_of(sim), sim.model)
-        ledger.add(ledger.borrowed, key, -sim.gpus)
+        if sim.in_quota:  # preempt_within: an In Quota victim stops counting against its quota
+            self._set_inq(sim, None)
+        else:
+            ledger.add(ledger.borrowed, key, -sim.gpus)
         ledger.add(ledger.releasing, key, sim.gpus)
         sim.state = states.TERMINATING
         sim.view = replace(sim.view, phase=TERMINATING)
@@ -481,20 +495,3 @@ class _Replay:
             self.feasible_cache[key] = known
         return known
 
-
-def _starving(queue: Sequence[tuple[float, str, int]], now: float, limit: float) -> int:
-    """How many jobs at the head of a class's queue wait longer than `limit` (DESIGN §2b starving).
-
-    The queue is in queue-time order and a class shares one priority, so those jobs are a prefix;
-    the test is the engine's own (`now - queue time > limit`), found by bisection. Only they can get
-    a drain set, so with them in the snapshot a pruned job changes no drain set: it would change
-    nothing but its own failed attempt.
-    """
-    low, high = 0, len(queue)
-    while low < high:
-        middle = (low + high) // 2
-        if now - queue[middle][0] > limit:
-            low = middle + 1
-        else:
-            high = middle
-    return low

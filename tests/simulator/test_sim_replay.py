@@ -256,7 +256,9 @@ ENGINE_POLICIES = {
     "min-runtime": {"min_runtime_s": 600.0},
     "fair": {"idle_share": "fair"},
     "safe-point": {"safe_point": True},
-    "all": {"starvation_s": 600.0, "min_runtime_s": 300.0, "idle_share": "fair", "safe_point": True},
+    "preempt-within": {"preempt_within": True},
+    "all": {"starvation_s": 600.0, "min_runtime_s": 300.0, "idle_share": "fair", "safe_point": True,
+            "preempt_within": True},
 }
 
 
@@ -280,6 +282,8 @@ def test_pruning_and_skipping_change_no_decision_under_engine_policies(policy, e
     if engine_policies in ("starvation", "all") and policy in ("strict", "idle"):
         # the guard is exercised: it changes what happens to the jobs
         assert fast.jobs != replay(jobs, on, replace(config, starvation_s=0.0)).jobs
+    if engine_policies == "preempt-within" and policy != "pool":
+        assert fast.jobs != replay(jobs, on, replace(config, preempt_within=False)).jobs
 
 
 def test_cpu_and_memory_of_jobs_constrain_placement():
