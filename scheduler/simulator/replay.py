@@ -121,6 +121,8 @@ class _Replay:
         self.freed = True  # something left the cluster since the last engine call
         self.left_pending: set[str] = set()  # pending in the last engine call and left pending
         self.preemptions = 0
+        self.demotions = 0
+        self.in_quota_preemptions = 0
         self.cycles = 0
         self.engine_calls = 0
         self.engine_s = 0.0
@@ -188,6 +190,8 @@ class _Replay:
             allocation=self.allocation,
             runs=self.runs,
             preemptions=self.preemptions,
+            demotions=self.demotions,
+            in_quota_preemptions=self.in_quota_preemptions,
             cycles=self.cycles,
             engine_calls=self.engine_calls,
             engine_s=self.engine_s,
@@ -372,12 +376,14 @@ class _Replay:
         ledger = self.ledger
         for name in decisions.demoted:  # preempt_within: still running, now Not in Quota
             self.freed = True  # a new reclaim candidate: jobs left pending may now reclaim it
+            self.demotions += 1
             sim = self.by_name[name]
             sim.in_quota = False
             sim.view = replace(sim.view, in_quota=False, demoted=True)
             ledger.add(ledger.borrowed, (self._pool_of(sim), sim.model), sim.gpus)
             self._set_inq(sim, None)
-        for name in decisions.preempted:
+        for name, preemption in decisions.preempted.items():
+            self.in_quota_preemptions += preemption.within
             self._preempt(self.by_name[name])
         was_nominated = [s for s in self.active.values() if s.state == states.NOMINATED]
         for name, admission in decisions.admitted.items():

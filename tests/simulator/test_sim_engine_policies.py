@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.simulator.metrics import figures
 from scheduler.simulator.replay import ReplayConfig, replay
 from scheduler.simulator.work import Run
 from tests.simulator.test_sim_replay import FREE, cluster, job, random_trace
@@ -98,6 +99,12 @@ def test_preempt_within_lets_a_higher_priority_job_take_its_quota_back():
     assert by_name["a1"].preemptions == 1 and by_name["a1"].redone_gpu_s == 8 * 100
     # a1 runs again when a2 ends (1130) with its whole hour to do.
     assert by_name["a1"].end_s == 1130 + 3600
+    f = figures(within)
+    # a1 was demoted and reclaimed in one cycle: an In Quota victim, no demotion left standing. a2
+    # (priority 2) waited 30 s, a1 (priority 1) 1000 s after its exit at 130.
+    assert (f["demotions"], f["preemptions"], f["in_quota_preemptions"]) == (0, 1, 1)
+    assert (f["wait_by_priority_s"]["2"]["max"], f["wait_by_priority_s"]["1"]["max"]) == (30.0, 1000.0)
+    assert figures(replay(jobs, on, ReplayConfig(policy="strict", **FREE)))["demotions"] == 0
 
 
 def test_a_demoted_job_is_reclaimed_like_a_borrower_and_counted_so():
@@ -111,6 +118,8 @@ def test_a_demoted_job_is_reclaimed_like_a_borrower_and_counted_so():
     assert plain["a2"].preemptions == 1 and plain["a1"].preemptions == 0
     assert victims == ["a1"] and within["a2"].first_in_quota
     assert within["b1"].first_start_s == 1030
+    result = replay(jobs, on, ReplayConfig(policy="idle", preempt_within=True, **FREE))
+    assert (result.demotions, result.in_quota_preemptions, result.preemptions) == (1, 0, 1)
 
 
 def test_policy_modifiers_override_options_for_one_column():
