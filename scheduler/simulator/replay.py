@@ -48,7 +48,7 @@ from scheduler.engine.types import (
 from . import fifo
 from . import jobs as states
 from .jobs import SimJob, build_jobs
-from .ledger import JobClass, Ledger, starving_count
+from .ledger import JobClass, Ledger
 from .model import JobOutcome, ReplayConfig, ReplayResult
 from .policies import FIFO, PolicySetup, build_policy, quota_path
 from .traces import Cluster, TraceJob
@@ -364,12 +364,9 @@ class _Replay:
         if not self.prune:
             return [sims[index] for cls in self.nonempty.values() for _, _, index in cls.queue]
         selected: list[SimJob] = []
-        limit = self.config.starvation_s
         for cls in self.nonempty.values():
-            bound = self.ledger.bound(cls)
-            if limit > 0 and bound < len(cls.queue) and self.ledger.may_fit_in_quota(cls):
-                bound = max(bound, starving_count(cls.queue, self.now, limit))
-            selected.extend(sims[index] for _, _, index in cls.queue[:bound])
+            offered = self.ledger.offered(cls, self.now, self.config.starvation_s)
+            selected.extend(sims[index] for _, _, index in cls.queue[:offered])
         return selected
 
     def _apply(self, decisions: Decisions) -> None:
