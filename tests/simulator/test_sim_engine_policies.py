@@ -149,3 +149,18 @@ def test_high_priority_share_is_seeded_by_name():
     assert {j.name for j in with_high_priority(jobs[500:], 0.1) if j.priority == 2} == {
         name for name in high if int(name[1:]) >= 500}  # a job keeps its draw in any subset
     assert all(j.priority == 1 for j in with_high_priority(jobs, 0.0))
+
+
+def test_starvation_guard_does_not_reach_a_gang_starved_by_its_own_quota():
+    # DESIGN §2b calls a job starving only when capacity is its only obstacle; an `off` job must fit
+    # in quota first. Team a (16 GPUs on two nodes, strict) gets a 1-GPU job every 50 s for 20,000 s,
+    # each running 1000 s, and one 16-GPU job at 10 s. Each GPU a small job frees is a single GPU of
+    # quota headroom, which the next small job takes (the gang never fits in quota), so the gang waits
+    # for the stream to end, with or without a guard: the guard never calls it starving.
+    on = cluster(2, a=16)
+    small = [job(f"s{k:03d}", "a", 50.0 * k, 1000, gpus=1) for k in range(400)]
+    jobs = [*small, job("big", "a", 10, 1000, gpus=16)]
+    plain = {j.name: j for j in replay(jobs, on, ReplayConfig(policy="strict", **FREE)).jobs}
+    guarded = {j.name: j for j in replay(jobs, on, ReplayConfig(policy="strict", starvation_s=600.0, **FREE)).jobs}
+    assert plain["big"].first_start_s == guarded["big"].first_start_s
+    assert guarded["big"].first_start_s >= 20000
