@@ -104,7 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-runtime", type=_non_negative_float, default=0.0, metavar="SECONDS",
                         help="DESIGN §2b min_runtime_s: borrowers are not reclaimed before this run time (0: off)")
     parser.add_argument("--starvation", type=_non_negative_float, default=0.0, metavar="SECONDS",
-                        help="DESIGN §2b starvation_s: drain sets for jobs waiting longer (0: off; turns pruning off)")
+                        help="DESIGN §2b starvation_s: drain sets for jobs waiting longer (0: off)")
     parser.add_argument("--safe-point", action="store_true",
                         help="give the engine each borrower's last simulated checkpoint (victims by safe point)")
     parser.add_argument("--preempt-within", action="store_true",
