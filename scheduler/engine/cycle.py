@@ -48,7 +48,7 @@ from .reasons import (
 )
 from .reclaim import CountingFit, GreedyFit, Victim, VictimQueue, select_victims
 from .resources import vector
-from .starvation import drain_sets, place_avoiding
+from .starvation import AllowedNodes, allowed_nodes, drain_sets, place_avoiding
 from .types import (
     IDLE_ACCEPTABLE,
     IDLE_OFF,
@@ -68,9 +68,7 @@ from .within import WithinQuota
 
 def run_cycle(snapshot: Snapshot) -> Decisions:
     """Decide one cycle. Pure: the snapshot is not changed, and the same snapshot (in any job order)
-    gives the same decisions.
-
-    Python's cyclic garbage collector is paused for the cycle (and restored after): a cycle allocates
+    gives the same decisions. Python's cyclic garbage collector is paused for the cycle (and restored after): a cycle allocates
     hundreds of thousands of small objects that form no reference cycles, and at 5,000 nodes the
     collections those allocations trigger, each walking every live object, took a third of the time.
     """
@@ -100,6 +98,7 @@ class _Cycle(WithinQuota, PolicySteps):
         self.demoted_now: dict[str, Victim] = {}
         self.starving: dict[str, tuple[str, ...]] = {}  # starvation_s: starving job -> its drain set
         self.avoid: dict[str, frozenset[NodeState]] = {}  # job -> nodes of earlier starving jobs' drain sets
+        self._allowed: AllowedNodes = {}  # drain sets: the nodes a job may use, per (pool, model, avoid)
         self.capacity = Capacity(snapshot.nodes)
         self.quotas = QuotaTree(snapshot.quotas, snapshot.nodes)
         self.decisions = Decisions()
@@ -357,7 +356,7 @@ class _Cycle(WithinQuota, PolicySteps):
                ) -> list[Placed] | None:
         avoid = self.avoid.get(demand.job.name)
         if avoid is not None:
-            return place_avoiding(self.capacity, demand, model, avoid, releasing=releasing)
+            return place_avoiding(self.capacity, self._allowed, demand, model, avoid, releasing=releasing)
         if not use_memo:
             return place(self.capacity, demand, model, releasing=releasing)
         memo = self.no_released_room if releasing else self.no_free_room
@@ -398,8 +397,10 @@ class _Cycle(WithinQuota, PolicySteps):
         """§2's victim walk over `queue`'s candidates."""
         pool = demand.pool or ""
         shape = demand.shape
-        could_host = self._host_test(demand, model)
         avoid = self.avoid.get(demand.job.name, frozenset())
+        if avoid and not allowed_nodes(self.capacity, self._allowed, pool, model, avoid):
+            return None  # every node it could use is in an earlier drain set
+        could_host = self._host_test(demand, model)
         fit: CountingFit | GreedyFit
         if shape is not None:
             base = [n for n in self.capacity.nodes_with_room(pool, model, shape[0]) if n not in avoid]

@@ -37,6 +37,7 @@ def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, fro
     if now is None or all(p.starvation_s <= 0 for p in policies):
         return starving, avoid
     drained: set[NodeState] = set()
+    undrained = [n for n in cycle.capacity.nodes.values() if n.schedulable]  # schedulable, in no drain set yet
     kept: frozenset[NodeState] = frozenset()
     # inq counts nominated jobs (DESIGN §2): charged while deciding who fits in quota, then taken back
     nominated = [(d, _nominated_model(cycle, d)) for d in cycle.queue if d.job.phase == NOMINATED and d.pool]
@@ -51,14 +52,15 @@ def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, fro
         limit = snapshot.policy_of(demand.pool or "").starvation_s
         if limit <= 0 or now - job.submitted_at <= limit or not _only_capacity(cycle, demand):
             continue
-        nodes = sorted((n for n in cycle.capacity.nodes.values() if n.schedulable and n.pool == demand.pool
-                        and n not in drained and (demand.model is None or n.model == demand.model)),
+        nodes = sorted((n for n in undrained if n.pool == demand.pool
+                        and (demand.model is None or n.model == demand.model)),
                        key=lambda n: (-n.free_g, n.name))
         prefix = _shortest_prefix(demand, nodes)
         if prefix:
             starving[job.name] = tuple(n.name for n in prefix)
             drained.update(prefix)
             kept = frozenset(drained)
+            undrained = [n for n in undrained if n not in drained]
         else:
             starving[job.name] = ()
     for demand, model in nominated:
@@ -105,11 +107,27 @@ def _shortest_prefix(demand: Demand, nodes: Sequence[NodeState]) -> list[NodeSta
     return []
 
 
-def place_avoiding(capacity: Capacity, demand: Demand, model: str | None, avoid: frozenset[NodeState], *,
-                   releasing: bool) -> list[Placed] | None:
+AllowedNodes = dict[tuple[str, str | None, frozenset[NodeState]], list[NodeState]]
+
+
+def allowed_nodes(capacity: Capacity, cache: AllowedNodes, pool: str, model: str | None,
+                  avoid: frozenset[NodeState]) -> list[NodeState]:
+    """The schedulable nodes of `pool` (and `model`) outside `avoid`, in the capacity's order; kept in
+    `cache` for the cycle, since drain sets are fixed and shared by every job after one starving job."""
+    key = (pool, model, avoid)
+    nodes = cache.get(key)
+    if nodes is None:
+        nodes = cache[key] = [n for n in capacity.schedulable_nodes(pool, model) if n not in avoid]
+    return nodes
+
+
+def place_avoiding(capacity: Capacity, cache: AllowedNodes, demand: Demand, model: str | None,
+                   avoid: frozenset[NodeState], *, releasing: bool) -> list[Placed] | None:
     """`placement.place` off the nodes in `avoid`: the same best fit (least free GPUs, then CPU, then
     name, counting unreserved being-released capacity when `releasing`), over the remaining nodes."""
-    nodes = [n for n in capacity.schedulable_nodes(demand.pool or "", model) if n not in avoid]
+    nodes = allowed_nodes(capacity, cache, demand.pool or "", model, avoid)
+    if not nodes:
+        return None
     placed: list[Placed] = []
     for index, g, c, m in demand.order:
         node = _best(nodes, g, c, m, releasing)

@@ -11,6 +11,7 @@ import json
 import re
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from .traces import (
     TraceJob,
     load_jobs_csv,
     load_philly_jobs,
+    with_high_priority,
 )
 
 DEFAULT_REPORT = "build/simulation-report.html"
@@ -64,7 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--inventory", choices=("philly", "openb"), default="philly",
         help="nodes for the Philly trace: its VCs as 8-GPU P100 nodes, or the openb GPU nodes shared by VC size",
     )
-    parser.add_argument("--policy", default=",".join(POLICIES), help=f"comma-separated: {','.join(POLICIES)}")
+    parser.add_argument(
+        "--policy", default=",".join(POLICIES),
+        help=f"comma-separated: {','.join(POLICIES)}, each optionally with +modifiers that override the options "
+        "below for that column only: +fair, +fifo-share, +safe-point, +preempt-within, +min-runtime=S, "
+        "+starvation=S (S: seconds, or 30m, 12h, 2d), e.g. idle,idle+fair",
+    )
     parser.add_argument("--scale", type=_positive_float, default=1.0,
                         help="multiply every quota and the inventory by F (rounded up: docs/simulator.md)")
     parser.add_argument("--sweep", action="store_true",
@@ -97,9 +104,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-runtime", type=_non_negative_float, default=0.0, metavar="SECONDS",
                         help="DESIGN §2b min_runtime_s: borrowers are not reclaimed before this run time (0: off)")
     parser.add_argument("--starvation", type=_non_negative_float, default=0.0, metavar="SECONDS",
-                        help="DESIGN §2b starvation_s: drain sets for jobs waiting longer (0: off; turns pruning off)")
+                        help="DESIGN §2b starvation_s: drain sets for jobs waiting longer (0: off)")
     parser.add_argument("--safe-point", action="store_true",
                         help="give the engine each borrower's last simulated checkpoint (victims by safe point)")
+    parser.add_argument("--preempt-within", action="store_true",
+                        help="DESIGN §2b preempt_within on every quota: higher priority demotes, then preempts, "
+                        "lower-priority In Quota jobs of the same quota")
+    parser.add_argument("--high-priority-share", type=_share, default=0.0, metavar="F",
+                        help="give a random share F of the jobs (seeded by name) priority 2, the rest keep theirs "
+                        "(Philly has none): for preempt_within")
     parser.add_argument(
         "--exact", action="store_true",
         help="give the engine every pending job at every cycle (no pruning or skipping): slow, for checking",
@@ -109,9 +122,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
     """Load, replay every policy at every scale, print the figures, write the report; returns the closing JSON."""
     policies = [p.strip() for p in str(options["policy"]).split(",") if p.strip()]
-    unknown = [p for p in policies if p not in POLICIES]
+    unknown = [p for p in policies if p.split("+")[0] not in POLICIES]
     if unknown or not policies:
         raise SimulationError(f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(POLICIES)}")
+    for spec in policies:
+        variant_options(options, spec)  # a bad modifier is said before any replay
     scales = list(options.get("sweep_scales") or SWEEP_SCALES) if options.get("sweep") else [float(options["scale"])]
     jobs, trace_name = load_jobs(options)
     if not jobs:
@@ -123,10 +138,13 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
         f"restart {options.get('restart_seconds', 60.0):g} s"
     )
     if options.get("idle_share", "fifo") != "fifo" or options.get("min_runtime") or options.get("starvation") or (
-            options.get("safe_point")):
+            options.get("safe_point") or options.get("preempt_within")):
         settings += (f"; policies: idle share {options.get('idle_share') or 'fifo'}, min runtime "
                      f"{float(options.get('min_runtime') or 0):g} s, starvation {float(options.get('starvation') or 0):g} s"
-                     f"{', victims by safe point' if options.get('safe_point') else ''}")
+                     f"{', victims by safe point' if options.get('safe_point') else ''}"
+                     f"{', preempt_within' if options.get('preempt_within') else ''}")
+    if options.get("high_priority_share"):
+        settings += f"; priority 2 for {100 * float(options['high_priority_share']):g} % of the jobs"
     sweep: list[Scaled] = []
     notes: set[str] = set()
     for scale in scales:
@@ -136,7 +154,8 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
         all_figures: dict[str, dict] = {}
         for policy in policies:
             label = f"{policy} {scale:g}" if len(scales) > 1 else policy
-            result = replay(jobs, cluster, replay_config(options, policy, label), progress=progress)
+            config = replace(replay_config(variant_options(options, policy), policy.split("+")[0], label), name=policy)
+            result = replay(jobs, cluster, config, progress=progress)
             results.append(result)
             all_figures[policy] = replay_figures(result)
             for note in result.notes:
@@ -196,7 +215,30 @@ def replay_config(options: Mapping[str, Any], policy: str, label: str) -> Replay
         min_runtime_s=float(options.get("min_runtime") or 0.0),
         starvation_s=float(options.get("starvation") or 0.0),
         safe_point=bool(options.get("safe_point", False)),
+        preempt_within=bool(options.get("preempt_within", False)),
     )
+
+
+_FLAGS = {"fair": ("idle_share", "fair"), "fifo-share": ("idle_share", "fifo"), "safe-point": ("safe_point", True),
+          "preempt-within": ("preempt_within", True)}
+_VALUED = {"min-runtime": "min_runtime", "starvation": "starvation"}
+
+
+def variant_options(options: Mapping[str, Any], spec: str) -> dict[str, Any]:
+    """The options for one column `policy+modifier+...`: each modifier overrides one option (see --policy)."""
+    changed = dict(options)
+    for modifier in spec.split("+")[1:]:
+        key, _, value = modifier.partition("=")
+        if key in _FLAGS and not value:
+            changed[_FLAGS[key][0]] = _FLAGS[key][1]
+        elif key in _VALUED and value:
+            bound = parse_bound(value)
+            if not isinstance(bound, float):
+                raise SimulationError(f"{spec}: {key} takes seconds (600, 30m, 12h, 2d), got {value}")
+            changed[_VALUED[key]] = bound
+        else:
+            raise SimulationError(f"{spec}: unknown modifier {modifier!r}; use {', '.join([*_FLAGS, *_VALUED])}")
+    return changed
 
 
 def _targets_line(checks: Mapping[str, Any]) -> str:
@@ -215,10 +257,13 @@ def load_jobs(options: Mapping[str, Any]) -> tuple[list[TraceJob], str]:
     window = tuple(parse_bound(text) for text in options["window"]) if options.get("window") else (None, None)
     try:
         if trace == "philly":
-            return load_philly_jobs(_need(traces / PHILLY_JOBS), limit=limit, window=window), "philly"
-        return load_jobs_csv(_need(Path(trace)), limit=limit, window=window), Path(trace).name
+            jobs, name = load_philly_jobs(_need(traces / PHILLY_JOBS), limit=limit, window=window), "philly"
+        else:
+            jobs, name = load_jobs_csv(_need(Path(trace)), limit=limit, window=window), Path(trace).name
     except TraceError as exc:
         raise SimulationError(str(exc)) from exc
+    share = float(options.get("high_priority_share") or 0.0)
+    return (with_high_priority(jobs, share) if share else jobs), name
 
 
 def load_cluster(options: Mapping[str, Any], scale: float) -> Cluster:
@@ -283,6 +328,13 @@ def _scales(text: str) -> tuple[float, ...]:
     if not scales or any(scale <= 0 for scale in scales):
         raise argparse.ArgumentTypeError(f"scales must be positive, got {text}")
     return scales
+
+
+def _share(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
 
 
 def _non_negative_float(text: str) -> float:

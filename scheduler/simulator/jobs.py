@@ -89,7 +89,7 @@ def build_jobs(
             )
         out = JobOutcome(
             name=job.name, team=job.quota, gpus=job.gpus, submit_s=job.submit_s,
-            duration_s=job.duration_s, fits_guarantee=fits,
+            duration_s=job.duration_s, fits_guarantee=fits, priority=job.priority,
         )
         sims.append(SimJob(out, index, view, key, work.phase(job.name)))
     return sims, classes

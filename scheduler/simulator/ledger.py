@@ -46,10 +46,12 @@ class JobClass:
 class Ledger:
     def __init__(self, nodes: Sequence[Node], quotas: Sequence[Quota], paths: Mapping[str, tuple[str, ...]]) -> None:
         self.capacity: dict[tuple[str, str], int] = {}
+        self.node_count: dict[tuple[str, str], int] = {}  # schedulable nodes
         for node in nodes:
             if node.schedulable:
                 key = (node.pool, node.gpu_type)
                 self.capacity[key] = self.capacity.get(key, 0) + node.gpus
+                self.node_count[key] = self.node_count.get(key, 0) + 1
         self.held = dict.fromkeys(self.capacity, 0)
         self.releasing = dict.fromkeys(self.capacity, 0)
         self.borrowed = dict.fromkeys(self.capacity, 0)
@@ -79,6 +81,31 @@ class Ledger:
             counted = self.inq[name]
             counted[model] = counted.get(model, 0) + gpus
 
+    def may_fit_in_quota(self, cls: JobClass) -> bool:
+        """Whether a job of the class could fit in quota on some model: False only for `off` classes
+        with less headroom than one job's GPUs on every model. CPU, memory and `max` are left out,
+        so this says True whenever the engine's own test could (DESIGN §2b: only such jobs starve)."""
+        if cls.idle or not cls.gpus:
+            return True
+        return any(
+            min(self.guarantee[q].get(model, 0) - self.inq[q].get(model, 0) for q in cls.quota_path) >= cls.gpus
+            for _, model in cls.models
+        )
+
+    def offered(self, cls: JobClass, now: float, starvation_s: float) -> int:
+        """How many of the class's queue go into the snapshot: its bound, or with a starvation guard the
+        starving jobs at its head that could get a drain set, if more (only they can: replay.py)."""
+        bound = self.bound(cls)
+        if starvation_s <= 0 or bound >= len(cls.queue) or not self.may_fit_in_quota(cls):
+            return bound
+        return max(bound, min(starving_count(cls.queue, now, starvation_s), self.drain_sets_at_most(cls)))
+
+    def drain_sets_at_most(self, cls: JobClass) -> int:
+        """How many of the class's starving jobs could get a drain set in one cycle: drain sets are
+        disjoint and hold a node at least, and once one job of the class gets none (the nodes left
+        cannot hold it) no later one can, so they are at most the first `nodes` of them."""
+        return sum(self.node_count.get(pool_model, 0) for pool_model in cls.models)
+
     def bound(self, cls: JobClass) -> int:
         """How many jobs of the class could at most be admitted or nominated in this cycle.
 
@@ -99,3 +126,21 @@ class Ledger:
             if cls.idle:
                 idle += max(0, free)
         return in_quota // cls.gpus + idle // cls.gpus
+
+
+def starving_count(queue: Sequence[tuple[float, str, int]], now: float, limit: float) -> int:
+    """How many jobs at the head of a class's queue wait longer than `limit` (DESIGN §2b starving).
+
+    The queue is in queue-time order and a class shares one priority, so those jobs are a prefix;
+    the test is the engine's own (`now - queue time > limit`), found by bisection. Only they can get
+    a drain set, so with them in the snapshot a pruned job changes no drain set: it would change
+    nothing but its own failed attempt.
+    """
+    low, high = 0, len(queue)
+    while low < high:
+        middle = (low + high) // 2
+        if now - queue[middle][0] > limit:
+            low = middle + 1
+        else:
+            high = middle
+    return low

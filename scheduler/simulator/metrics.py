@@ -215,6 +215,11 @@ def figures(result: ReplayResult) -> dict:
         "mean_jct_s": _round(sum(j.end_s - j.submit_s for j in finished) / len(finished)) if finished else None,
         "preemptions": result.preemptions,
         "preempted_jobs": sum(1 for job in jobs if job.preemptions),
+        "demotions": result.demotions,
+        "in_quota_preemptions": result.in_quota_preemptions,
+        "wait_by_priority_s": {
+            str(p): summary([j.queued_s for j in jobs if j.priority == p]) for p in sorted({j.priority for j in jobs})
+        },
         "gpu_hours_lost": _round(lost / 3600),
         "gpu_hours_delivered": _round(held / 3600),
         "lost_share": _round(lost / held, 6) if held > 0 else 0.0,

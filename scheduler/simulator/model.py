@@ -27,6 +27,8 @@ class ReplayConfig:
     min_runtime_s: float = 0.0
     starvation_s: float = 0.0
     safe_point: bool = False  # give running borrowers their last checkpoint time (victim order)
+    preempt_within: bool = False  # every quota's preempt_within (DESIGN §2b)
+    name: str = ""  # the column's name in tables and reports (default: the policy)
 
     def __post_init__(self) -> None:
         if self.cycle_s < 0 or self.grace_s < 0:
@@ -61,6 +63,7 @@ class JobOutcome:
     submit_s: float
     duration_s: float
     fits_guarantee: bool  # its GPUs fit its team's guarantee (same set under every policy)
+    priority: int = 1
     rejected: bool = False  # cannot fit the pool even when empty: refused at submission
     first_start_s: float | None = None
     first_in_quota: bool | None = None  # how its first run was admitted
@@ -100,6 +103,8 @@ class ReplayResult:
     allocation: list[tuple[float, int]]  # (time, GPUs held by pods from then on), time-ordered
     runs: list[RunRecord] = field(default_factory=list)  # every run, in the order it ended
     preemptions: int = 0
+    demotions: int = 0  # preempt_within: In Quota jobs moved to idle resources (and left running) by higher-priority ones
+    in_quota_preemptions: int = 0  # preempt_within: victims that were In Quota (demoted and reclaimed at once, or taken)
     cycles: int = 0
     engine_calls: int = 0
     engine_s: float = 0.0

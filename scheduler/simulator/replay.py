@@ -92,6 +92,8 @@ class _Replay:
         self.progress = progress
         self.cluster = cluster
         self.setup: PolicySetup = build_policy(config.policy, cluster, jobs)
+        if config.preempt_within:  # DESIGN §2b priority preemption inside every quota
+            self.setup = replace(self.setup, quotas=tuple(replace(q, preempt_within=True) for q in self.setup.quotas))
         self.fifo = config.policy == FIFO
         self.nodes: tuple[Node, ...] = cluster.nodes
         self.quotas: tuple[Quota, ...] = self.setup.quotas
@@ -119,6 +121,8 @@ class _Replay:
         self.freed = True  # something left the cluster since the last engine call
         self.left_pending: set[str] = set()  # pending in the last engine call and left pending
         self.preemptions = 0
+        self.demotions = 0
+        self.in_quota_preemptions = 0
         self.cycles = 0
         self.engine_calls = 0
         self.engine_s = 0.0
@@ -126,8 +130,11 @@ class _Replay:
         self.last_event = 0.0
         self.feasible_cache: dict[tuple, bool] = {}
         self.policy = config.engine_policy()
-        # Drain sets are made from every pending job: no pruning with a starvation guard.
-        self.prune = config.prune and config.starvation_s <= 0
+        # With a starvation guard every starving job goes into the snapshot too (`_select`); under
+        # fifo a quota's queue stops at its blocked head, so there the guard turns pruning off.
+        # preempt_within: demotions raise other jobs' headroom and add candidates within the cycle,
+        # which the bound does not foresee, so it turns pruning off too.
+        self.prune = config.prune and (config.starvation_s <= 0 or not self.fifo) and not config.preempt_within
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -174,7 +181,7 @@ class _Replay:
                 cycle_at = max(self.now, last_cycle + self.config.cycle_s)
         self._censor()
         return ReplayResult(
-            policy=self.config.policy,
+            policy=self.config.name or self.config.policy,
             config=self.config,
             total_gpus=self.ledger.total_gpus,
             jobs=self.outcomes,
@@ -183,6 +190,8 @@ class _Replay:
             allocation=self.allocation,
             runs=self.runs,
             preemptions=self.preemptions,
+            demotions=self.demotions,
+            in_quota_preemptions=self.in_quota_preemptions,
             cycles=self.cycles,
             engine_calls=self.engine_calls,
             engine_s=self.engine_s,
@@ -356,12 +365,22 @@ class _Replay:
             return [sims[index] for cls in self.nonempty.values() for _, _, index in cls.queue]
         selected: list[SimJob] = []
         for cls in self.nonempty.values():
-            bound = self.ledger.bound(cls)
-            selected.extend(sims[index] for _, _, index in cls.queue[:bound])
+            offered = self.ledger.offered(cls, self.now, self.config.starvation_s)
+            selected.extend(sims[index] for _, _, index in cls.queue[:offered])
         return selected
 
     def _apply(self, decisions: Decisions) -> None:
-        for name in decisions.preempted:
+        ledger = self.ledger
+        for name in decisions.demoted:  # preempt_within: still running, now Not in Quota
+            self.freed = True  # a new reclaim candidate: jobs left pending may now reclaim it
+            self.demotions += 1
+            sim = self.by_name[name]
+            sim.in_quota = False
+            sim.view = replace(sim.view, in_quota=False, demoted=True)
+            ledger.add(ledger.borrowed, (self._pool_of(sim), sim.model), sim.gpus)
+            self._set_inq(sim, None)
+        for name, preemption in decisions.preempted.items():
+            self.in_quota_preemptions += preemption.within
             self._preempt(self.by_name[name])
         was_nominated = [s for s in self.active.values() if s.state == states.NOMINATED]
         for name, admission in decisions.admitted.items():
@@ -386,11 +405,10 @@ class _Replay:
                 self._enqueue(sim)
                 sim.queued_at, sim.nominated_at = queued_at, nominated_at
                 self.freed = True
-        ledger = self.ledger
         for name in decisions.promoted:
             sim = self.by_name[name]
             sim.in_quota = True
-            sim.view = replace(sim.view, in_quota=True)
+            sim.view = replace(sim.view, in_quota=True, demoted=False)
             ledger.add(ledger.borrowed, (self._pool_of(sim), sim.model), -sim.gpus)
             self._set_inq(sim, sim.model)
 
@@ -435,7 +453,10 @@ class _Replay:
         now, grace = self.now, self.config.grace_s
         ledger = self.ledger
         key = (self._pool_of(sim), sim.model)
-        ledger.add(ledger.borrowed, key, -sim.gpus)
+        if sim.in_quota:  # preempt_within: an In Quota victim stops counting against its quota
+            self._set_inq(sim, None)
+        else:
+            ledger.add(ledger.borrowed, key, -sim.gpus)
         ledger.add(ledger.releasing, key, sim.gpus)
         sim.state = states.TERMINATING
         sim.view = replace(sim.view, phase=TERMINATING)
@@ -476,3 +497,4 @@ class _Replay:
             known = "probe" in self.engine(snapshot).admitted
             self.feasible_cache[key] = known
         return known
+

@@ -81,7 +81,11 @@ FIGURE_ROWS: tuple[tuple[str, Render], ...] = (
     ),
     ("Jain's index of per-quota mean slowdown", lambda f: f"{f['jain_slowdown']:.4f}"),
     ("mean JCT", lambda f: duration(f["mean_jct_s"])),
-    ("preemptions (jobs)", lambda f: f"{f['preemptions']:,} ({f['preempted_jobs']:,})"),
+    ("wait by priority: (n) mean / p95 / max", lambda f: "; ".join(
+        f"{p}: ({w['n']:,}) " + " / ".join(duration(w[k]) for k in ("mean", "p95", "max"))
+        for p, w in f["wait_by_priority_s"].items())),
+    ("preemptions (jobs); of In Quota jobs; demotions",
+     lambda f: f"{f['preemptions']:,} ({f['preempted_jobs']:,}); {f['in_quota_preemptions']:,}; {f['demotions']:,}"),
     (
         "GPU-h lost to preemption / held",
         lambda f: f"{f['gpu_hours_lost']:,.1f} / {f['gpu_hours_delivered']:,.0f} ({100 * f['lost_share']:.3f} %)",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import math
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -266,3 +267,10 @@ def require_columns(path: Path, found: Sequence[str] | None, needed: Iterable[st
     missing = [c for c in needed if c not in (found or ())]
     if missing:
         raise TraceError(f"{path}: missing column(s) {', '.join(missing)}")
+
+
+def with_high_priority(jobs: Sequence[TraceJob], share: float, priority: int = 2) -> list[TraceJob]:
+    """The jobs with a random `share` of them at `priority`: each job's draw is seeded by its name
+    alone, so a job keeps its priority whatever the window, limit or policy."""
+    return [replace(job, priority=priority) if random.Random(f"priority:{job.name}").random() < share else job
+            for job in jobs]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.simulator.metrics import figures
 from scheduler.simulator.replay import ReplayConfig, replay
 from scheduler.simulator.work import Run
 from tests.simulator.test_sim_replay import FREE, cluster, job, random_trace
@@ -81,3 +82,85 @@ def test_cli_options_reach_the_replay():
                                                                                                 True)
     plain = replay_config(vars(parser.parse_args(["--trace", "philly"])), "idle", "idle")
     assert (plain.idle_share, plain.min_runtime_s, plain.starvation_s, plain.safe_point) == ("fifo", 0.0, 0.0, False)
+
+
+def test_preempt_within_lets_a_higher_priority_job_take_its_quota_back():
+    # One 8-GPU node, team a guaranteed all of it. a1 (priority 1) runs In Quota from 0 for an hour;
+    # a2 (priority 2) arrives at 100. Without preempt_within a2 waits for a1's end at 3600. With it,
+    # a1 is demoted (a2 then fits a's guarantee), reclaimed as a borrower, and exits at 130, when a2
+    # starts In Quota; a1 had saved nothing (first checkpoint at 600), so it redoes its 100 s.
+    on = cluster(1, a=8)
+    jobs = [job("a1", "a", 0, 3600, priority=1), job("a2", "a", 100, 1000, priority=2)]
+    plain = {j.name: j for j in replay(jobs, on, ReplayConfig(policy="strict", **FREE)).jobs}
+    within = replay(jobs, on, ReplayConfig(policy="strict", preempt_within=True, **FREE))
+    by_name = {j.name: j for j in within.jobs}
+    assert plain["a2"].first_start_s == 3600 and plain["a1"].preemptions == 0
+    assert (by_name["a2"].first_start_s, by_name["a2"].first_in_quota) == (130, True)
+    assert by_name["a1"].preemptions == 1 and by_name["a1"].redone_gpu_s == 8 * 100
+    # a1 runs again when a2 ends (1130) with its whole hour to do.
+    assert by_name["a1"].end_s == 1130 + 3600
+    f = figures(within)
+    # a1 was demoted and reclaimed in one cycle: an In Quota victim, no demotion left standing. a2
+    # (priority 2) waited 30 s, a1 (priority 1) 1000 s after its exit at 130.
+    assert (f["demotions"], f["preemptions"], f["in_quota_preemptions"]) == (0, 1, 1)
+    assert (f["wait_by_priority_s"]["2"]["max"], f["wait_by_priority_s"]["1"]["max"]) == (30.0, 1000.0)
+    assert figures(replay(jobs, on, ReplayConfig(policy="strict", **FREE)))["demotions"] == 0
+
+
+def test_a_demoted_job_is_reclaimed_like_a_borrower_and_counted_so():
+    # Two nodes, a and b guaranteed one each. a1 (priority 1) runs In Quota; a2 (priority 2) at 100
+    # demotes it and runs In Quota on b's free node; at 1000 b1 reclaims a1, the demoted borrower.
+    # Without preempt_within a2 borrowed b's node and would have been the victim.
+    on = cluster(2, a=8, b=8)
+    jobs = [job("a1", "a", 0, 3600, priority=1), job("a2", "a", 100, 9000, priority=2), job("b1", "b", 1000, 100)]
+    _, plain = _run(jobs, on)
+    victims, within = _run(jobs, on, preempt_within=True)
+    assert plain["a2"].preemptions == 1 and plain["a1"].preemptions == 0
+    assert victims == ["a1"] and within["a2"].first_in_quota
+    assert within["b1"].first_start_s == 1030
+    result = replay(jobs, on, ReplayConfig(policy="idle", preempt_within=True, **FREE))
+    assert (result.demotions, result.in_quota_preemptions, result.preemptions) == (1, 0, 1)
+
+
+def test_policy_modifiers_override_options_for_one_column():
+    import argparse
+
+    from scheduler.simulator.cli import SimulationError, add_arguments, variant_options
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = vars(parser.parse_args(["--trace", "philly", "--starvation", "600"]))
+    changed = variant_options(options, "idle+fair+starvation=12h+safe-point+preempt-within+min-runtime=30m")
+    assert (changed["idle_share"], changed["starvation"], changed["safe_point"]) == ("fair", 43200.0, True)
+    assert (changed["preempt_within"], changed["min_runtime"]) == (True, 1800.0)
+    assert variant_options(options, "idle")["starvation"] == 600.0  # no modifier: the command's options
+    for bad in ("idle+fast", "idle+starvation", "idle+fair=1", "idle+starvation=2017-10-01"):
+        with pytest.raises(SimulationError):
+            variant_options(options, bad)
+
+
+def test_high_priority_share_is_seeded_by_name():
+    from scheduler.simulator.traces import with_high_priority
+
+    jobs = [job(f"j{i}", "a", i, 100) for i in range(2000)]
+    marked = with_high_priority(jobs, 0.1)
+    high = {j.name for j in marked if j.priority == 2}
+    assert 150 < len(high) < 250  # about 10 %
+    assert {j.name for j in with_high_priority(jobs[500:], 0.1) if j.priority == 2} == {
+        name for name in high if int(name[1:]) >= 500}  # a job keeps its draw in any subset
+    assert all(j.priority == 1 for j in with_high_priority(jobs, 0.0))
+
+
+def test_starvation_guard_does_not_reach_a_gang_starved_by_its_own_quota():
+    # DESIGN §2b calls a job starving only when capacity is its only obstacle; an `off` job must fit
+    # in quota first. Team a (16 GPUs on two nodes, strict) gets a 1-GPU job every 50 s for 20,000 s,
+    # each running 1000 s, and one 16-GPU job at 10 s. Each GPU a small job frees is a single GPU of
+    # quota headroom, which the next small job takes (the gang never fits in quota), so the gang waits
+    # for the stream to end, with or without a guard: the guard never calls it starving.
+    on = cluster(2, a=16)
+    small = [job(f"s{k:03d}", "a", 50.0 * k, 1000, gpus=1) for k in range(400)]
+    jobs = [*small, job("big", "a", 10, 1000, gpus=16)]
+    plain = {j.name: j for j in replay(jobs, on, ReplayConfig(policy="strict", **FREE)).jobs}
+    guarded = {j.name: j for j in replay(jobs, on, ReplayConfig(policy="strict", starvation_s=600.0, **FREE)).jobs}
+    assert plain["big"].first_start_s == guarded["big"].first_start_s
+    assert guarded["big"].first_start_s >= 20000

@@ -251,6 +251,41 @@ def test_pruning_and_skipping_change_no_decision(policy, seed, cycle_s):
         assert fast.preemptions > 0  # the traces do exercise reclaim
 
 
+ENGINE_POLICIES = {
+    "starvation": {"starvation_s": 900.0},
+    "min-runtime": {"min_runtime_s": 600.0},
+    "fair": {"idle_share": "fair"},
+    "safe-point": {"safe_point": True},
+    "preempt-within": {"preempt_within": True},
+    "all": {"starvation_s": 600.0, "min_runtime_s": 300.0, "idle_share": "fair", "safe_point": True,
+            "preempt_within": True},
+}
+
+
+@pytest.mark.parametrize("policy", ["fifo", "strict", "idle", "pool"])
+@pytest.mark.parametrize("engine_policies", list(ENGINE_POLICIES))
+@pytest.mark.parametrize(("seed", "cycle_s"), [(4, 10.0), (5, 0.0)])
+def test_pruning_and_skipping_change_no_decision_under_engine_policies(policy, engine_policies, seed, cycle_s):
+    """The same with DESIGN §2b's policies and safe points: with a starvation guard the replay still
+    prunes, keeping every starving job in the snapshot (they alone get drain sets)."""
+    on = cluster(4, a=16, b=8, c=8)
+    jobs = random_trace(seed)
+    config = ReplayConfig(policy=policy, cycle_s=cycle_s, **ENGINE_POLICIES[engine_policies])
+    fast = replay(jobs, on, config)
+    exact = replay(jobs, on, replace(config, prune=False, skip_unchanged=False))
+    assert fast.jobs == exact.jobs
+    assert fast.allocation == exact.allocation
+    assert fast.reclaim_latencies_s == exact.reclaim_latencies_s
+    assert fast.cycles == exact.cycles
+    if policy != "fifo":
+        assert fast.engine_calls <= exact.engine_calls
+    if engine_policies in ("starvation", "all") and policy in ("strict", "idle"):
+        # the guard is exercised: it changes what happens to the jobs
+        assert fast.jobs != replay(jobs, on, replace(config, starvation_s=0.0)).jobs
+    if engine_policies == "preempt-within" and policy != "pool":
+        assert fast.jobs != replay(jobs, on, replace(config, preempt_within=False)).jobs
+
+
 def test_cpu_and_memory_of_jobs_constrain_placement():
     # One node of 8 GPUs but 16 cores and 64 GiB: two 1-GPU jobs of 10 cores cannot run together,
     # nor can two of 40 GiB; without CPU or memory asked, all four would start at 0.
