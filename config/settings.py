@@ -38,6 +38,7 @@
 | TIDEPOOL_MAX_BODY_BYTES | 1048576 | Largest request body (DATA_UPLOAD_MAX_MEMORY_SIZE); larger ones get 413/400 unread. |
 | TIDEPOOL_PASSWORD_ITERATIONS | 1000000 | PBKDF2 iterations of password hashes (Django's default); each login or Basic request pays them. |
 | TIDEPOOL_BASIC_AUTH_CACHE_SECONDS | 60 | How long the API remembers a correct HTTP Basic password per process (0: never). |
+| TIDEPOOL_REDIS_MAX_CONNECTIONS | 64 | Channel-layer Redis connections per process (and event loop); a burst beyond waits for one (config/channel_layer.py). |
 | TIDEPOOL_REDIS_SOCKET_TIMEOUT | 5 | Channel layer's Redis read timeout; must exceed its 2 s blocking read (config/channel_layer.py). |
 
 Node workers (`celery -A config worker -Q node.<name>`) also read:
@@ -217,6 +218,9 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 # the socket dropped every ~5 s. config/channel_layer.py shortens the blocking read to 2 s; the read
 # timeout below must stay above it.
 TIDEPOOL_REDIS_SOCKET_TIMEOUT = float(os.environ.get("TIDEPOOL_REDIS_SOCKET_TIMEOUT", "5"))
+
+
+TIDEPOOL_REDIS_MAX_CONNECTIONS = int(os.environ.get("TIDEPOOL_REDIS_MAX_CONNECTIONS", "64"))
 
 
 def redis_channel_layers(url: str, socket_timeout: float = TIDEPOOL_REDIS_SOCKET_TIMEOUT) -> dict:
