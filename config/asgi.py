@@ -2,7 +2,6 @@
 
 import asyncio
 import os
-from collections import OrderedDict
 
 import django
 from asgiref.sync import sync_to_async
@@ -161,43 +160,6 @@ class ConcurrencyLimit:
             release()
 
 
-class KeepAliveBalance:
-    """Close a keep-alive HTTP connection after TIDEPOOL_KEEPALIVE_REQUESTS requests (as nginx's
-    keepalive_requests does), so that busy workers shed clients and idle ones pick them up.
-
-    Each uvicorn worker accepts every connection waiting when it wakes: 50 clients connecting at
-    once ended up 25 / 11 / 8 / 6 on four workers, and a keep-alive connection stays with its
-    worker, so the busiest worker set everyone's latency. A client told "connection: close"
-    reconnects, and the worker that accepts it is one that is waiting for work. 0: never.
-    """
-
-    def __init__(self, app):
-        self.app = app
-        self.served: OrderedDict[tuple, int] = OrderedDict()  # client (host, port) -> requests served
-
-    async def __call__(self, scope, receive, send):
-        from django.conf import settings
-
-        limit = settings.TIDEPOOL_KEEPALIVE_REQUESTS
-        client = scope.get("client")
-        if scope["type"] != "http" or not limit or not client:
-            return await self.app(scope, receive, send)
-        key = tuple(client)
-        count = self.served.pop(key, 0) + 1
-        if count < limit:
-            self.served[key] = count
-            while len(self.served) > 10_000:  # connections that closed on their own
-                self.served.popitem(last=False)
-            return await self.app(scope, receive, send)
-
-        async def closing_send(message):
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
-            await send(message)
-
-        return await self.app(scope, receive, closing_send)
-
-
 class RecordServerLoop:
     """Remembers the server's event loop so other threads can publish into the in-memory channel layer."""
 
@@ -215,7 +177,7 @@ class RecordServerLoop:
 application = RecordServerLoop(
     ProtocolTypeRouter(
         {
-            "http": KeepAliveBalance(StaticFiles(ConcurrencyLimit(BodySizeLimit(django_asgi_app)))),
+            "http": StaticFiles(ConcurrencyLimit(BodySizeLimit(django_asgi_app))),
             "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }
     )

@@ -23,8 +23,12 @@ Environment (defaults in brackets):
 from __future__ import annotations
 
 import os
+import sys
 
+from gunicorn.arbiter import Arbiter
 from uvicorn_worker import UvicornWorker as _UvicornWorker
+
+from config.accept_gate import AcceptGate, GatedHttpToolsProtocol, GatedServer
 
 
 def _default_workers() -> int:
@@ -37,10 +41,24 @@ def _default_workers() -> int:
 
 class TidepoolUvicornWorker(_UvicornWorker):
     """uvicorn worker for Django: no lifespan protocol (Django has none), websocket pings every 20 s
-    so idle sockets through proxies and NAT stay open."""
+    so idle sockets through proxies and NAT stay open, and the accept gate (config/accept_gate.py):
+    a worker takes a connection from the shared queue only when it has a free view, one request per
+    connection. The gate needs asyncio's selector loop, hence no uvloop (the views' own CPU dwarfs
+    the loop's)."""
 
-    CONFIG_KWARGS = {"loop": "auto", "http": "auto", "lifespan": "off", "ws_ping_interval": 20.0,
-                     "ws_ping_timeout": 20.0}
+    CONFIG_KWARGS = {"loop": "asyncio", "http": GatedHttpToolsProtocol, "lifespan": "off",
+                     "ws_ping_interval": 20.0, "ws_ping_timeout": 20.0}
+
+    async def _serve(self) -> None:
+        self.config.app = self.wsgi
+        views = int(os.environ.get("TIDEPOOL_WEB_CONCURRENCY", "1"))  # 0: no limit, as in config.asgi
+        gate = AcceptGate(limit=views or 1_000_000,
+                          first_byte_timeout=float(os.environ.get("TIDEPOOL_WEB_FIRST_BYTE_TIMEOUT", "10")))
+        server = GatedServer(config=self.config, gate=gate)
+        self._install_sigquit_handler()
+        await server.serve(sockets=self.sockets)
+        if not server.started:
+            sys.exit(Arbiter.WORKER_BOOT_ERROR)
 
 
 wsgi_app = "config.asgi:application"

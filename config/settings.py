@@ -32,8 +32,8 @@
 | TIDEPOOL_SCHEDULER_METRICS_ADDR | 127.0.0.1 | The address that port listens on. |
 | TIDEPOOL_DB_POOL | 0 | 1: a PostgreSQL connection pool per process (psycopg_pool); production serving sets it. |
 | TIDEPOOL_DB_POOL_SIZE | 8 | Most pooled connections per process. |
-| TIDEPOOL_KEEPALIVE_REQUESTS | 20 | Requests on one keep-alive HTTP connection before the console closes it, to spread clients over web workers (0: no limit). |
-| TIDEPOOL_WEB_CONCURRENCY | 1 | HTTP requests inside Django at once per web process; others wait their turn (0: no limit). See config/serving.py. |
+| TIDEPOOL_WEB_CONCURRENCY | 1 | HTTP requests inside Django at once per web process; others wait their turn (0: no limit). Under gunicorn a worker also accepts a connection only while it has a free one (config/accept_gate.py). See config/serving.py. |
+| TIDEPOOL_WEB_FIRST_BYTE_TIMEOUT | 10 | Seconds a new connection to a gunicorn web worker may stay silent before it is closed (config/accept_gate.py). |
 | STATIC_ROOT | <project>/staticfiles | Where `collectstatic` puts files (served by WhiteNoise in config/asgi.py when DEBUG=0). |
 | TIDEPOOL_MAX_BODY_BYTES | 1048576 | Largest request body (DATA_UPLOAD_MAX_MEMORY_SIZE); larger ones get 413/400 unread. |
 | TIDEPOOL_PASSWORD_ITERATIONS | 1000000 | PBKDF2 iterations of password hashes (Django's default); each login or Basic request pays them. |
@@ -299,7 +299,6 @@ TIDEPOOL_METRICS_TOKEN = os.environ.get("TIDEPOOL_METRICS_TOKEN", "")
 TIDEPOOL_METRICS_ALLOW = env_list("TIDEPOOL_METRICS_ALLOW", "127.0.0.1/32,::1/128")
 # HTTP requests inside Django at once per web process (config/asgi.py); below the pool size.
 TIDEPOOL_WEB_CONCURRENCY = int(os.environ.get("TIDEPOOL_WEB_CONCURRENCY", "1"))
-TIDEPOOL_KEEPALIVE_REQUESTS = int(os.environ.get("TIDEPOOL_KEEPALIVE_REQUESTS", "20"))
 TIDEPOOL_BASIC_AUTH_CACHE_SECONDS = float(os.environ.get("TIDEPOOL_BASIC_AUTH_CACHE_SECONDS", "60"))
 TIDEPOOL_DATA_DIR = Path(os.environ.get("TIDEPOOL_DATA_DIR", str(BASE_DIR / "var")))
 # None: derived from TIDEPOOL_DATA_DIR where used (scheduler/paths.py).

@@ -1,6 +1,6 @@
 """The ASGI layers in front of Django (config/asgi.py): static files with DEBUG=0, the per-process
-request limit that an open stream does not hold, and keep-alive connections closed after a number of
-requests so clients spread over the web workers."""
+request limit that an open stream does not hold. How requests spread over the web workers is the
+accept gate's (tests/console/test_accept_gate.py)."""
 
 from __future__ import annotations
 
@@ -102,21 +102,3 @@ async def test_an_open_stream_does_not_hold_the_processes_only_request_slot(sett
     assert answer["status"] == 200
     finish_stream.set()
     assert (await asyncio.wait_for(stream, 5))["body"] == b"data: 1\n\n"
-
-
-async def test_a_keepalive_connection_is_closed_after_its_share_of_requests(settings):
-    from config.asgi import KeepAliveBalance
-
-    settings.TIDEPOOL_KEEPALIVE_REQUESTS = 3
-    app = KeepAliveBalance(Recorder())
-
-    def closes(answer: dict) -> bool:
-        return (b"connection", b"close") in answer["headers"]
-
-    first = [closes(await get(app, "/api/jobs/", client=("127.0.0.1", 6001))) for _ in range(3)]
-    other = await get(app, "/api/jobs/", client=("127.0.0.1", 6002))
-    assert first == [False, False, True] and not closes(other)
-    # the same address again is a new connection (the port was reused): it starts from zero
-    assert not closes(await get(app, "/api/jobs/", client=("127.0.0.1", 6001)))
-    settings.TIDEPOOL_KEEPALIVE_REQUESTS = 0
-    assert not any([closes(await get(app, "/", client=("127.0.0.1", 6003))) for _ in range(5)])
