@@ -7,7 +7,7 @@ N browsers' job lists (/ws/jobs/, one logged-in session) are connected through t
 and the Redis channel layer. The script starts a blocker job holding the quota's guarantee
 (--blocker-gpus, 4 = team-vision's in `bin/cluster --seed`), queues --updates jobs behind it
 (idle resources off), then stops them one by one through
-the API, and times, for every socket, the moment the re-rendered row showing the job Stopped arrives:
+the API (with the logged-in session, as the console's Stop button does; --stop-with basic: HTTP Basic), and times, for every socket, the moment the re-rendered row showing the job Stopped arrives:
 from the stop request's send (end to end, the request included) and from its answer (the commit and
 the broadcast happen before the answer: what the fan-out adds). Then all sockets stay idle for --idle seconds, and one more
 update must reach every one of them. Bounded by its arguments; prints figures, then one JSON line.
@@ -40,12 +40,21 @@ def percentile(values: list[float], p: float) -> float:
 class Api:
     def __init__(self, url: str, user: str, password: str) -> None:
         self.url = url
-        self.auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        self.headers = {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+    def session(self, cookie: str) -> Api:
+        """The same user through the logged-in browser session (cookie and CSRF token), as the console's
+        Stop button: no password hash. HTTP Basic costs one PBKDF2 (≈0.26 s of CPU here) per web worker
+        and TIDEPOOL_BASIC_AUTH_CACHE_SECONDS, which lands on whichever stop request a cold worker takes."""
+        other = Api(self.url, "", "")
+        csrf = next(part.split("=", 1)[1] for part in cookie.split("; ") if part.startswith("csrftoken="))
+        other.headers = {"Cookie": cookie, "X-CSRFToken": csrf, "Referer": self.url + "/"}
+        return other
 
     def call(self, method: str, path: str, body: object = None) -> tuple[int, object]:
         request = urllib.request.Request(self.url + path, method=method,
                                          data=json.dumps(body).encode() if body is not None else None,
-                                         headers={"Authorization": self.auth, "Content-Type": "application/json"})
+                                         headers={**self.headers, "Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
                 return response.status, json.loads(response.read() or b"null")
@@ -168,16 +177,17 @@ async def main_async(args: argparse.Namespace) -> int:
     connect_s = time.monotonic() - started
     await asyncio.sleep(2)  # let the snapshots arrive
 
-    latencies, got, expected = await update_round(api, clients, job_ids[:-1], args.interval, args.wait)
+    stopper = api.session(cookie) if args.stop_with == "session" else api
+    latencies, got, expected = await update_round(stopper, clients, job_ids[:-1], args.interval, args.wait)
     live = summary(latencies)
     await asyncio.sleep(args.idle)
     dropped = [c.closed for c in clients if c.closed]
-    idle_latencies, idle_got, idle_expected = await update_round(api, clients, job_ids[-1:], 0, args.wait)
+    idle_latencies, idle_got, idle_expected = await update_round(stopper, clients, job_ids[-1:], 0, args.wait)
     for task in tasks:
         task.cancel()
     await loop.run_in_executor(None, api.call, "POST", f"/api/jobs/{blocker[0]}/stop/", None)
     result = {
-        "clients": args.clients, "updates": args.updates, "connect_s": round(connect_s, 2),
+        "clients": args.clients, "updates": args.updates, "stop_with": args.stop_with, "connect_s": round(connect_s, 2),
         "delivered": got, "expected": expected, "delivered_pct": round(100 * got / expected, 2) if expected else 0,
         **live,
         "idle_s": args.idle, "dropped_during_idle": len(dropped),
@@ -214,6 +224,9 @@ def main() -> int:
     parser.add_argument("--wait", type=float, default=15, help="seconds to wait for stragglers after a round")
     parser.add_argument("--idle", type=float, default=300, help="seconds of silence before the last update")
     parser.add_argument("--connect-timeout", type=float, default=120)
+    parser.add_argument("--stop-with", choices=("session", "basic"), default="session",
+                        help="how the stop requests authenticate: the browser session, as the console's Stop "
+                        "button (default), or HTTP Basic (adds a password hash on each web worker's first stop)")
     return asyncio.run(main_async(parser.parse_args()))
 
 
