@@ -227,6 +227,12 @@ class PoolPolicyForm(forms.Form):
         help_text="A job waiting longer than this, blocked only by capacity, gets nodes kept for it as they "
         "empty; running jobs are never stopped. 0: off; at most 30 days.",
     )
+    starvation_hold = forms.BooleanField(
+        label="Hold the quota for starving jobs", required=False,
+        help_text="Extends the starvation guard (set a starvation time above 0 first): a starving job also keeps "
+        "the guarantee its quota frees for it, so the quota's smaller jobs cannot take it GPU by GPU, and the "
+        "first job of each quota blocked only by the quota's own use counts as starving.",
+    )
 
     def __init__(self, *args: Any, pool: str, **kwargs: Any) -> None:
         super().__init__(*args, auto_id=f"id_{pool}_%s", **kwargs)
@@ -235,5 +241,5 @@ class PoolPolicyForm(forms.Form):
     @classmethod
     def of_row(cls, row: PoolPolicyRow) -> PoolPolicyForm:
         initial = {"resource_type": row.pool, "idle_share": row.idle_share, "min_runtime_s": row.min_runtime_s,
-                   "starvation_s": row.starvation_s}
+                   "starvation_s": row.starvation_s, "starvation_hold": row.starvation_hold}
         return cls(pool=row.pool, initial=initial)

@@ -1,5 +1,5 @@
-"""The pools page (staff): each pool's §2b policies — idle share, minimum runtime, starvation guard —
-shown and edited in place. Reads through `scheduler.selectors.pools`, writes through
+"""The pools page (staff): each pool's §2b policies — idle share, minimum runtime, starvation guard
+and its hold — shown and edited in place. Reads through `scheduler.selectors.pools`, writes through
 `scheduler.services.pool_policies.pool_policy_set`, which checks the input, records who changed
 what and wakes the scheduler; the next cycle uses the new policies."""
 
@@ -37,7 +37,8 @@ class PoolPolicyView(StaffRequiredMixin, View):
             try:
                 saved = pool_policy_set(user=request.user, resource_type=data["resource_type"],
                                         idle_share=data["idle_share"], min_runtime_s=data["min_runtime_s"],
-                                        starvation_s=data["starvation_s"])
+                                        starvation_s=data["starvation_s"],
+                                        starvation_hold=data["starvation_hold"])
             except ValidationError as error:
                 apply_service_errors(error, form)
             else:

@@ -204,6 +204,30 @@ def policy_seconds(value: Any, field: str, label: str) -> int:
                             f"(30 days), got {_shown(value)}.") from None
 
 
+STARVATION_HOLD_NEEDS_GUARD = (
+    "The starvation hold extends the starvation guard: set a starvation time above 0 first (or leave the hold off)."
+)
+FLAG_TRUE = ("true", "on", "1", "yes")
+FLAG_FALSE = ("false", "off", "0", "no", "")
+
+
+def policy_flag(value: Any, field: str, label: str) -> bool:
+    """A pool policy's switch (DESIGN §2b, e.g. starvation_hold): a bool, 0 / 1, or what a form sends
+    for a checkbox ("on", "true", "1"; "false", "0", empty or nothing for off)."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in FLAG_TRUE + FLAG_FALSE:
+        return value.strip().lower() in FLAG_TRUE
+    raise refuse(field, f"{label} is on or off (true or false), got {_shown(value)}.")
+
+
+def starvation_hold_problem(starvation_hold: bool, starvation_s: int) -> str | None:
+    """Why a pool cannot have these two policies together: the hold extends the guard (None: it can)."""
+    return STARVATION_HOLD_NEEDS_GUARD if starvation_hold and starvation_s <= 0 else None
+
+
 def grace_seconds_value(value: Any, field: str = "grace_seconds") -> float | None:
     if value in (None, ""):
         return None

@@ -31,6 +31,7 @@ class QuotaNode:
     max: dict[str, int] | None
     chain: tuple[QuotaNode, ...] = ()  # itself first, then each ancestor up to the root
     room: dict[str, int] = field(default_factory=dict)  # min − inq: what In Quota jobs may still take
+    held: dict[str, int] = field(default_factory=dict)  # starvation_hold: taken from `room` for starving jobs
     used: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -86,6 +87,8 @@ class QuotaTree:
                 if len(chain) > len(self._nodes):
                     raise ValueError(f"quota {qnode.name}: its parents form a cycle")
             qnode.chain = tuple(chain)
+        self.holders: dict[str, tuple[str, Resources]] = {}  # starvation_hold: job -> (quota, request)
+        self.holding: dict[str, tuple[str, dict[str, int]]] = {}  # job -> (quota, what it holds now)
 
     def __contains__(self, name: object) -> bool:
         return name in self._nodes
@@ -105,8 +108,14 @@ class QuotaTree:
             room = qnode.room
             for key, need in items:
                 if need > room.get(key, 0):
-                    return QuotaFull(qnode.name, key, need, room.get(key, 0), qnode.min.get(key, 0))
+                    return QuotaFull(qnode.name, key, need, room.get(key, 0), qnode.min.get(key, 0),
+                                     qnode.held.get(key, 0))
         return None
+
+    def could_fit(self, name: str, request: Resources) -> bool:
+        """The request is within the `min` of the quota and every ancestor: it fits in quota once they
+        hold nothing else."""
+        return all(need <= qnode.min.get(key, 0) for qnode in self._nodes[name].chain for key, need in request.items())
 
     def max_shortfall(self, name: str, request: Resources) -> MaxReached | None:
         for qnode in self._nodes[name].chain:
@@ -146,6 +155,38 @@ class QuotaTree:
         """A Not in Quota job becomes In Quota: its use is already in `used`."""
         for qnode in self._nodes[name].chain:
             add_into(qnode.room, request, sign=-1)
+
+    # --- starvation_hold (engine/starvation.py): `holders` (job -> (quota, request)) is set per cycle --
+
+    def hold_for(self, job: str) -> None:
+        """A holder tried by the in-quota pass and still pending takes what is left of its request's
+        guarantee in its quota and every ancestor (per resource, at most the least room on the chain):
+        later jobs and promotions cannot. Never more than is free: other quotas' guarantees stay whole."""
+        if job not in self.holders or job in self.holding:
+            return
+        name, request = self.holders[job]
+        chain = self._nodes[name].chain
+        taken = {}
+        for key, need in request.items():
+            amount = min(need, *(max(0, qnode.room.get(key, 0)) for qnode in chain))
+            if amount > 0:
+                taken[key] = amount
+        for qnode in chain:
+            add_into(qnode.room, taken, sign=-1)
+            add_into(qnode.held, taken)
+        self.holding[job] = (name, taken)
+
+    def unhold_for(self, job: str) -> None:
+        """Give back what `hold_for` took for the job."""
+        name, taken = self.holding.pop(job, (None, None))
+        if name is not None:
+            for qnode in self._nodes[name].chain:
+                add_into(qnode.room, taken)
+                add_into(qnode.held, taken, sign=-1)
+
+    def end_holds(self) -> None:
+        for job in list(self.holding):
+            self.unhold_for(job)
 
     def demote(self, name: str, request: Resources) -> None:
         """An In Quota job becomes Not in Quota (preempt_within): it keeps its use, frees its guarantee."""

@@ -57,12 +57,16 @@ class QuotaFull(Reason):
     need: int
     left: int
     limit: int
+    held: int = 0  # starvation_hold: of the guarantee not in use, what is kept for earlier starving jobs
 
     def __str__(self) -> str:
-        return (
+        text = (
             f"quota {self.quota} full: needs {amount_in_units(self.key, self.need)} {unit_name(self.key)}, "
             f"{amount_in_units(self.key, max(self.left, 0))} left of {amount_in_units(self.key, self.limit)}"
         )
+        if self.held > 0:  # names no job: members may not see other workspaces' jobs
+            text += f" ({amount_in_units(self.key, self.held)} kept for earlier jobs that have waited too long)"
+        return text
 
 
 @dataclass(frozen=True, slots=True)

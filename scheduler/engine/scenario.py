@@ -53,7 +53,7 @@ from .types import (
 )
 
 TOP_KEYS = ("now", "policy", "nodes", "quotas", "jobs", "expect")
-POLICY_KEYS = ("idle_share", "min_runtime_s", "starvation_s")
+POLICY_KEYS = ("idle_share", "min_runtime_s", "starvation_s", "starvation_hold")
 NODE_KEYS = ("name", "gpu_type", "gpus", "cpu", "memory_gib", "resource_type", "schedulable")
 QUOTA_KEYS = ("name", "parent", "min", "max", "resource_type", "preempt_within")
 RESOURCE_KEYS = ("gpus", "cpu", "memory_gib")
@@ -115,7 +115,13 @@ def _policy(read: Reader, value: Any, now: float | None) -> Policy:
     for key, value in (("min_runtime_s", min_runtime_s), ("starvation_s", starvation_s)):
         if value > 0 and now is None:
             raise read.fail("now", f"{key} is above 0: the file needs `now`, the cycle's time")
-    return Policy(idle_share=idle_share, min_runtime_s=min_runtime_s, starvation_s=starvation_s)
+    starvation_hold = raw.get("starvation_hold", False)
+    if not isinstance(starvation_hold, bool):
+        raise read.fail("policy.starvation_hold", f"expected true or false, got {kind(starvation_hold)}")
+    if starvation_hold and starvation_s <= 0:
+        raise read.fail("policy.starvation_hold", "starvation_hold needs starvation_s above 0 (it extends the guard)")
+    return Policy(idle_share=idle_share, min_runtime_s=min_runtime_s, starvation_s=starvation_s,
+                  starvation_hold=starvation_hold)
 
 
 def _unique(read: Reader, names: list[str], path: str, what: str) -> None:

@@ -10,6 +10,15 @@ prefix does). For the whole cycle, jobs after a starving job in pending order ar
 set and take only victims with a pod on a node they may use (`place_avoiding`, and the cycle's walk);
 nominated jobs ignore drain sets. The cycle drops its failure memos when drain sets exist: restrictions
 that differ from job to job break the memos' reasoning.
+
+`starvation_hold` (Tidepool's extension, docs/scheduling.md): in each quota, the first job in
+pending order that waited past `starvation_s`, is not `only`, and whose request fits its quota's and
+every ancestor's `min` (with `max` allowing it) is the quota's *holder*: it is starving even when what
+stops it is its own quota's use, and once the in-quota pass has tried it and it is still pending,
+what is left of its request in the guarantee of its quota and ancestors is held for it — later jobs
+and promotions cannot take it — until the cycle ends.
+Without it a gang whose quota's own small jobs take each GPU of guarantee as it frees never fits
+in quota, so §2b never calls it starving.
 """
 
 from __future__ import annotations
@@ -20,25 +29,32 @@ from typing import TYPE_CHECKING
 from .capacity import Capacity, NodeState
 from .demand import Demand
 from .placement import Placed, equal_pods_held, scan_place
-from .types import IDLE_OFF, NOMINATED
+from .resources import Resources
+from .types import IDLE_OFF, IDLE_ONLY, NOMINATED
 
 if TYPE_CHECKING:
     from .cycle import _Cycle
 
 
+Hold = tuple[str, Resources]  # starvation_hold: (quota, request) a starving job keeps in its quota
+
+
 def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, frozenset[NodeState]]]:
-    """(starving job -> its drain set's node names, job -> the nodes it must not use); when some job must
-    keep off nodes, the cycle's failure memos are switched off."""
+    """(starving job -> its drain set's node names, job -> the nodes it must not use); under
+    starvation_hold the quotas' holders go to `cycle.quotas.holders`. When some job must keep off
+    nodes or a quota is held, the cycle's failure memos are switched off."""
     snapshot = cycle.snapshot
     now = snapshot.now
     starving: dict[str, tuple[str, ...]] = {}
     avoid: dict[str, frozenset[NodeState]] = {}
+    holds: dict[str, Hold] = {}
     policies = (snapshot.policy, *snapshot.policies.values())
     if now is None or all(p.starvation_s <= 0 for p in policies):
         return starving, avoid
     drained: set[NodeState] = set()
     undrained = [n for n in cycle.capacity.nodes.values() if n.schedulable]  # schedulable, in no drain set yet
     kept: frozenset[NodeState] = frozenset()
+    held_quotas: set[str] = set()  # starvation_hold: quotas with a holder already
     # inq counts nominated jobs (DESIGN §2): charged while deciding who fits in quota, then taken back
     nominated = [(d, _nominated_model(cycle, d)) for d in cycle.queue if d.job.phase == NOMINATED and d.pool]
     for demand, model in nominated:
@@ -49,9 +65,19 @@ def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, fro
             continue
         if kept:
             avoid[job.name] = kept
-        limit = snapshot.policy_of(demand.pool or "").starvation_s
-        if limit <= 0 or now - job.submitted_at <= limit or not _only_capacity(cycle, demand):
+        policy = snapshot.policy_of(demand.pool or "")
+        limit = policy.starvation_s
+        if limit <= 0 or now - job.submitted_at <= limit:
             continue
+        # One holder per quota, the first in pending order: the jobs behind it wait for it anyway, and
+        # counting every long-waiting job of a backlogged quota as starving would hand out drain sets
+        # until no node is left for anyone (a Philly replay under `strict` did exactly that).
+        hold = _hold(cycle, demand) if policy.starvation_hold and job.quota not in held_quotas else None
+        if hold is None and not _only_capacity(cycle, demand):
+            continue
+        if hold is not None:
+            holds[job.name] = hold
+            held_quotas.add(job.quota)
         nodes = sorted((n for n in undrained if n.pool == demand.pool
                         and (demand.model is None or n.model == demand.model)),
                        key=lambda n: (-n.free_g, n.name))
@@ -66,10 +92,25 @@ def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, fro
     for demand, model in nominated:
         cycle.quotas.release(demand.job.quota, demand.request(model))
         cycle.quotas.demote(demand.job.quota, demand.request(model))
-    if avoid:
+    cycle.quotas.holders = holds
+    if avoid or holds:
         for memo in (cycle.no_free_room, cycle.no_released_room, cycle.no_reclaim_room, cycle.no_protected_room):
             memo.off()
     return starving, avoid
+
+
+def _hold(cycle: _Cycle, demand: Demand) -> Hold | None:
+    """starvation_hold: what the job would keep in its quota — its request on the first model that its
+    quota and every ancestor guarantee in full and that `max` allows; None for `only` jobs and jobs
+    no quota state could let in."""
+    if demand.job.idle == IDLE_ONLY or cycle._refusal(demand) is not None:
+        return None
+    quota = demand.job.quota
+    for model in cycle._models(demand):
+        request = demand.request(model)
+        if cycle.quotas.could_fit(quota, request) and cycle.quotas.max_shortfall(quota, request) is None:
+            return quota, request
+    return None
 
 
 def _nominated_model(cycle: _Cycle, demand: Demand) -> str | None:

@@ -112,10 +112,14 @@ class Policy:
     idle_share: str = IDLE_SHARE_FIFO  # fifo | fair: the idle pass's order
     min_runtime_s: float = 0.0  # a Not in Quota job that has run less than this is no reclaim candidate
     starvation_s: float = 0.0  # a job waiting longer gets a drain set (0: off)
+    # Tidepool's extension of the guard (docs/scheduling.md): a starving job also holds the guarantee
+    # its quota frees for it, and the first job of each quota kept out by the quota's own use counts as starving.
+    starvation_hold: bool = False
 
     @property
     def is_default(self) -> bool:
-        return self.idle_share == IDLE_SHARE_FIFO and self.min_runtime_s <= 0 and self.starvation_s <= 0
+        return (self.idle_share == IDLE_SHARE_FIFO and self.min_runtime_s <= 0 and self.starvation_s <= 0
+                and not self.starvation_hold)
 
 
 DEFAULT_POLICY = Policy()

@@ -29,7 +29,8 @@ def pool_policies() -> dict[str, engine.Policy]:
     """The pools' policies from the database (DESIGN §2b); a pool without a row gets the defaults."""
     return {
         row.resource_type: engine.Policy(idle_share=row.idle_share, min_runtime_s=float(row.min_runtime_s),
-                                         starvation_s=float(row.starvation_s))
+                                         starvation_s=float(row.starvation_s),
+                                         starvation_hold=bool(row.starvation_hold))
         for row in PoolPolicy.objects.all()
     }
 

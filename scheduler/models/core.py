@@ -28,7 +28,7 @@ from scheduler.states import (
     PodStatus,
     choices,
 )
-from scheduler.validation import MAX_GRACE_SECONDS
+from scheduler.validation import MAX_GRACE_SECONDS, starvation_hold_problem
 
 GRACE_SECONDS_MAX = MAX_GRACE_SECONDS  # the longest grace period a job may ask for (SIGTERM → SIGKILL)
 
@@ -444,10 +444,22 @@ class PoolPolicy(models.Model):
     starvation_s = models.PositiveIntegerField(
         default=0, help_text="A job waiting longer than this gets nodes kept for it as they empty (0: off)."
     )
+    starvation_hold = models.BooleanField(
+        default=False,
+        help_text="Extends the starvation guard (needs a starvation time above 0): a starving job also holds the "
+        "guarantee its quota frees for it, and the first job of each quota blocked only by the quota's own use "
+        "counts as starving.",
+    )
 
     class Meta:
         ordering = ["resource_type"]
         verbose_name_plural = "pool policies"
+
+    def clean(self) -> None:
+        """The admin's check; the console's `pool_policy_set` refuses the same (scheduler.validation)."""
+        problem = starvation_hold_problem(self.starvation_hold, self.starvation_s or 0)
+        if problem:
+            raise ValidationError({"starvation_hold": problem})
 
     def __str__(self) -> str:
         return f"{self.resource_type} policies"

@@ -35,6 +35,7 @@ class PoolPolicyRow:
     idle_share: str
     min_runtime_s: int
     starvation_s: int
+    starvation_hold: bool  # extends the starvation guard (only with starvation_s above 0)
     has_row: bool  # False: the pool has no PoolPolicy row and uses the defaults
     last_change: PolicyChange | None
 
@@ -88,6 +89,7 @@ def pool_policy_rows() -> list[PoolPolicyRow]:
                 idle_share=policy.idle_share if policy else PoolPolicy.IdleShare.FIFO.value,
                 min_runtime_s=policy.min_runtime_s if policy else 0,
                 starvation_s=policy.starvation_s if policy else 0,
+                starvation_hold=policy.starvation_hold if policy else False,
                 has_row=policy is not None,
                 last_change=changes.get(policy.pk) if policy else None,
             )

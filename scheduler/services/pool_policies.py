@@ -1,4 +1,5 @@
-"""Pool policy writes (DESIGN §2b): a pool's idle share, minimum runtime and starvation guard.
+"""Pool policy writes (DESIGN §2b): a pool's idle share, minimum runtime and starvation guard, and
+the starvation hold that extends the guard (Tidepool's, docs/scheduling.md; only with the guard on).
 
 The console's pool page calls `pool_policy_set`; the Django admin edits the same `PoolPolicy` row.
 A pool without a row uses the defaults (§2's rules), so a save that changes nothing writes
@@ -23,9 +24,11 @@ from scheduler.publish import wake_scheduler_on_commit
 
 log = logging.getLogger("tidepool.policies")
 
-POLICY_FIELDS = ("idle_share", "min_runtime_s", "starvation_s")
-POLICY_LABELS = {"idle_share": "Idle share", "min_runtime_s": "Minimum runtime", "starvation_s": "Starvation guard"}
-DEFAULTS: dict[str, Any] = {"idle_share": PoolPolicy.IdleShare.FIFO.value, "min_runtime_s": 0, "starvation_s": 0}
+POLICY_FIELDS = ("idle_share", "min_runtime_s", "starvation_s", "starvation_hold")
+POLICY_LABELS = {"idle_share": "Idle share", "min_runtime_s": "Minimum runtime", "starvation_s": "Starvation guard",
+                 "starvation_hold": "Starvation hold"}
+DEFAULTS: dict[str, Any] = {"idle_share": PoolPolicy.IdleShare.FIFO.value, "min_runtime_s": 0, "starvation_s": 0,
+                            "starvation_hold": False}
 
 
 @dataclass(frozen=True)
@@ -57,16 +60,26 @@ def _idle_share(value: Any) -> str:
     return value
 
 
-def policy_values(*, idle_share: Any, min_runtime_s: Any, starvation_s: Any) -> dict[str, Any]:
-    """The three policies checked against validation's bounds; a ValidationError keyed by field."""
-    return {
+def policy_values(
+    *, idle_share: Any, min_runtime_s: Any, starvation_s: Any, starvation_hold: Any = False
+) -> dict[str, Any]:
+    """The policies checked against validation's bounds; a ValidationError keyed by field. The hold
+    extends the starvation guard, so it is refused (at `starvation_hold`) while the guard is off."""
+    values = {
         "idle_share": _idle_share(idle_share),
         "min_runtime_s": validation.policy_seconds(min_runtime_s, "min_runtime_s", "Minimum runtime"),
         "starvation_s": validation.policy_seconds(starvation_s, "starvation_s", "Starvation guard"),
+        "starvation_hold": validation.policy_flag(starvation_hold, "starvation_hold", "Starvation hold"),
     }
+    problem = validation.starvation_hold_problem(values["starvation_hold"], values["starvation_s"])
+    if problem:
+        raise validation.refuse("starvation_hold", problem)
+    return values
 
 
 def _shown(field: str, value: Any) -> str:
+    if field == "starvation_hold":
+        return "on" if value else "off"
     return str(value) if field == "idle_share" else f"{value} s"
 
 
@@ -80,12 +93,20 @@ def _changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[str, ...]:
 
 @transaction.atomic
 def pool_policy_set(
-    *, user: AbstractBaseUser, resource_type: Any, idle_share: Any, min_runtime_s: Any, starvation_s: Any
+    *,
+    user: AbstractBaseUser,
+    resource_type: Any,
+    idle_share: Any,
+    min_runtime_s: Any,
+    starvation_s: Any,
+    starvation_hold: Any = False,
 ) -> PoolPolicySaved:
-    """Set a pool's §2b policies. Refuses an unknown pool, an unknown idle share, or a duration below
-    0 or above 30 days with a ValidationError keyed by the field; nothing is written then."""
+    """Set a pool's §2b policies. Refuses an unknown pool, an unknown idle share, a duration below 0
+    or above 30 days, a hold that is not on or off, or the hold on with the starvation guard off (0)
+    with a ValidationError keyed by the field; nothing is written then."""
     pool = _pool(resource_type)
-    values = policy_values(idle_share=idle_share, min_runtime_s=min_runtime_s, starvation_s=starvation_s)
+    values = policy_values(idle_share=idle_share, min_runtime_s=min_runtime_s, starvation_s=starvation_s,
+                           starvation_hold=starvation_hold)
     policy = PoolPolicy.objects.select_for_update().filter(resource_type=pool).first()
     before = {field: getattr(policy, field) for field in POLICY_FIELDS} if policy else dict(DEFAULTS)
     changes = _changes(before, values)

@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--policy", default=",".join(POLICIES),
         help=f"comma-separated: {','.join(POLICIES)}, each optionally with +modifiers that override the options "
         "below for that column only: +fair, +fifo-share, +safe-point, +preempt-within, +min-runtime=S, "
-        "+starvation=S (S: seconds, or 30m, 12h, 2d), e.g. idle,idle+fair",
+        "+starvation=S (S: seconds, or 30m, 12h, 2d), +hold (the starvation hold), e.g. idle,idle+fair",
     )
     parser.add_argument("--scale", type=_positive_float, default=1.0,
                         help="multiply every quota and the inventory by F (rounded up: docs/simulator.md)")
@@ -105,6 +105,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="DESIGN §2b min_runtime_s: borrowers are not reclaimed before this run time (0: off)")
     parser.add_argument("--starvation", type=_non_negative_float, default=0.0, metavar="SECONDS",
                         help="DESIGN §2b starvation_s: drain sets for jobs waiting longer (0: off)")
+    parser.add_argument("--starvation-hold", action="store_true",
+                        help="with --starvation: starving jobs also hold the guarantee their quota frees, and a job "
+                        "blocked by its own quota's use can starve (Tidepool's extension, docs/scheduling.md)")
     parser.add_argument("--safe-point", action="store_true",
                         help="give the engine each borrower's last simulated checkpoint (victims by safe point)")
     parser.add_argument("--preempt-within", action="store_true",
@@ -141,6 +144,7 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
             options.get("safe_point") or options.get("preempt_within")):
         settings += (f"; policies: idle share {options.get('idle_share') or 'fifo'}, min runtime "
                      f"{float(options.get('min_runtime') or 0):g} s, starvation {float(options.get('starvation') or 0):g} s"
+                     f"{' with the quota hold' if options.get('starvation_hold') else ''}"
                      f"{', victims by safe point' if options.get('safe_point') else ''}"
                      f"{', preempt_within' if options.get('preempt_within') else ''}")
     if options.get("high_priority_share"):
@@ -214,13 +218,14 @@ def replay_config(options: Mapping[str, Any], policy: str, label: str) -> Replay
         idle_share=str(options.get("idle_share") or "fifo"),
         min_runtime_s=float(options.get("min_runtime") or 0.0),
         starvation_s=float(options.get("starvation") or 0.0),
+        starvation_hold=bool(options.get("starvation_hold", False)),
         safe_point=bool(options.get("safe_point", False)),
         preempt_within=bool(options.get("preempt_within", False)),
     )
 
 
 _FLAGS = {"fair": ("idle_share", "fair"), "fifo-share": ("idle_share", "fifo"), "safe-point": ("safe_point", True),
-          "preempt-within": ("preempt_within", True)}
+          "preempt-within": ("preempt_within", True), "hold": ("starvation_hold", True)}
 _VALUED = {"min-runtime": "min_runtime", "starvation": "starvation"}
 
 

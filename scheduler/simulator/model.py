@@ -26,6 +26,7 @@ class ReplayConfig:
     idle_share: str = "fifo"
     min_runtime_s: float = 0.0
     starvation_s: float = 0.0
+    starvation_hold: bool = False  # starving jobs also hold their quota's guarantee (engine/starvation.py)
     safe_point: bool = False  # give running borrowers their last checkpoint time (victim order)
     preempt_within: bool = False  # every quota's preempt_within (DESIGN §2b)
     name: str = ""  # the column's name in tables and reports (default: the policy)
@@ -39,7 +40,10 @@ class ReplayConfig:
     def engine_policy(self) -> Policy:
         if self.idle_share not in IDLE_SHARES or self.min_runtime_s < 0 or self.starvation_s < 0:
             raise ValueError("idle share is fifo or fair; min runtime and starvation must not be negative")
-        return Policy(idle_share=self.idle_share, min_runtime_s=self.min_runtime_s, starvation_s=self.starvation_s)
+        if self.starvation_hold and self.starvation_s <= 0:
+            raise ValueError("the starvation hold needs a starvation time (--starvation)")
+        return Policy(idle_share=self.idle_share, min_runtime_s=self.min_runtime_s, starvation_s=self.starvation_s,
+                      starvation_hold=self.starvation_hold)
 
     @property
     def timed(self) -> bool:

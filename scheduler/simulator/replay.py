@@ -130,11 +130,11 @@ class _Replay:
         self.last_event = 0.0
         self.feasible_cache: dict[tuple, bool] = {}
         self.policy = config.engine_policy()
-        # With a starvation guard every starving job goes into the snapshot too (`_select`); under
-        # fifo a quota's queue stops at its blocked head, so there the guard turns pruning off.
-        # preempt_within: demotions raise other jobs' headroom and add candidates within the cycle,
-        # which the bound does not foresee, so it turns pruning off too.
-        self.prune = config.prune and (config.starvation_s <= 0 or not self.fifo) and not config.preempt_within
+        # With a guard every starving job goes into the snapshot too (`_select`); under fifo a quota's queue
+        # stops at its blocked head, so there the guard turns pruning off. preempt_within (demotions add headroom
+        # and candidates within a cycle) and a starvation hold (it takes headroom) defeat the bound: no pruning.
+        self.prune = config.prune and (config.starvation_s <= 0 or not self.fifo) and not (
+            config.preempt_within or config.starvation_hold)
 
     # --- the loop ------------------------------------------------------------------------------
 

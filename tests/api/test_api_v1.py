@@ -267,9 +267,10 @@ def test_pools_and_their_policies_read_only(world: World, alice: Client) -> None
 
     assert alice.get("/api/v1/pools/").json() == [
         {"resource_type": "general", "nodes": 2, "gpus": 16, "idle_share": "fifo", "min_runtime_s": 0,
-         "starvation_s": 0}]
-    PoolPolicy.objects.create(resource_type="lingjun", idle_share="fair", min_runtime_s=600, starvation_s=3600)
+         "starvation_s": 0, "starvation_hold": False}]
+    PoolPolicy.objects.create(resource_type="lingjun", idle_share="fair", min_runtime_s=600, starvation_s=3600,
+                              starvation_hold=True)
     pools = {p["resource_type"]: p for p in alice.get("/api/v1/pools/").json()}
     assert pools["lingjun"] == {"resource_type": "lingjun", "nodes": 0, "gpus": 0, "idle_share": "fair",
-                                "min_runtime_s": 600, "starvation_s": 3600}
+                                "min_runtime_s": 600, "starvation_s": 3600, "starvation_hold": True}
     assert alice.post("/api/v1/pools/", {}, content_type="application/json").status_code == 405

@@ -43,7 +43,10 @@ def test_the_page_shows_each_pool_with_its_defaults(world: World, staff_client: 
     assert '<dd data-policy="idle_share">in pending order</dd>' in html
     assert '<dd data-policy="min_runtime_s">off</dd>' in html
     assert '<dd data-policy="starvation_s">off</dd>' in html
+    assert '<dd data-policy="starvation_hold">off</dd>' in html
     assert 'name="min_runtime_s"' in html and 'id="id_general_min_runtime_s"' in html
+    assert re.search(r'<input type="checkbox" name="starvation_hold"[^>]*id="id_general_starvation_hold">', html)
+    assert "Hold the quota for starving jobs" in html
 
 
 def test_staff_edit_a_pool_and_the_next_snapshot_reads_it(world: World, staff_client: Client,
@@ -102,6 +105,8 @@ def test_members_get_403_and_anonymous_users_the_login_page(world: World, alice_
         ({"min_runtime_s": ""}, "min_runtime_s", "This field is required."),
         ({"starvation_s": "-1"}, "starvation_s", "Starvation guard is a whole number of seconds"),
         ({"starvation_s": "99999999999"}, "starvation_s", "(30 days), got 99999999999."),
+        ({"starvation_hold": "on"}, "starvation_hold", "The starvation hold extends the starvation guard: set a "
+                                                       "starvation time above 0 first"),
     ],
 )
 def test_bad_input_is_refused_at_its_field(world: World, staff_client: Client, override: dict[str, str],
@@ -116,6 +121,43 @@ def test_bad_input_is_refused_at_its_field(world: World, staff_client: Client, o
     assert words in html
     assert f'id="field-general-{field}"' in html and "Not saved" in html
     assert _rows() == [("general", "fair", 60, 120)] and not LogEntry.objects.exists()
+
+
+def test_staff_turn_on_the_starvation_hold_and_the_engine_gets_it(world: World, staff_client: Client,
+                                                                  django_capture_on_commit_callbacks) -> None:
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = staff_client.post(URL, policy_data(starvation_s="3600", starvation_hold="on"), follow=True)
+    assert response.status_code == 200 and len(callbacks) == 1
+    assert "Starvation hold: off → on" in response.content.decode()  # the message after the save
+    policy = PoolPolicy.objects.get()
+    assert (policy.starvation_s, policy.starvation_hold) == (3600, True)
+    assert "Starvation hold: off → on" in LogEntry.objects.get().get_change_message()
+    engine_policy = build_snapshot([], timezone.now())[0].policy_of("general")
+    assert (engine_policy.starvation_s, engine_policy.starvation_hold) == (3600.0, True)
+    html = staff_client.get(URL).content.decode()
+    assert '<dd data-policy="starvation_hold">on: a starving job keeps the guarantee its quota frees</dd>' in html
+    assert re.search(r'<input type="checkbox" name="starvation_hold"[^>]*checked', html)
+    # An unticked box sends nothing: off, the guard stays.
+    assert staff_client.post(URL, policy_data(starvation_s="3600")).status_code == 302
+    assert PoolPolicy.objects.values_list("starvation_s", "starvation_hold").get() == (3600, False)
+    assert '<dd data-policy="starvation_hold">off</dd>' in staff_client.get(URL).content.decode()
+
+
+def test_the_hold_with_the_guard_turned_off_is_refused_and_nothing_changes(world: World,
+                                                                           staff_client: Client) -> None:
+    PoolPolicy.objects.create(resource_type="general", starvation_s=600, starvation_hold=True)
+    response = staff_client.post(URL, policy_data(starvation_s="0", starvation_hold="on"))
+    assert response.status_code == 400
+    bound = next(f for row, f in response.context["pools"] if row.pool == "general")
+    assert bound.errors == {"starvation_hold": [
+        "The starvation hold extends the starvation guard: set a starvation time above 0 first (or leave the hold "
+        "off)."]}
+    assert 'id="field-general-starvation_hold"' in response.content.decode()
+    assert PoolPolicy.objects.values_list("starvation_s", "starvation_hold").get() == (600, True)
+    assert not LogEntry.objects.exists()
+    # Both off at once is fine.
+    assert staff_client.post(URL, policy_data(starvation_s="0")).status_code == 302
+    assert PoolPolicy.objects.values_list("starvation_s", "starvation_hold").get() == (0, False)
 
 
 def test_an_unknown_pool_is_refused_above_the_pools(world: World, staff_client: Client) -> None:

@@ -77,3 +77,23 @@ def test_tree_problems():
     assert ("b", "min", "min 6 A100 is over max 4 A100") in problems
     assert any(name == "d" and field == "resource_type" for name, field, _ in problems)
     assert any(field == "min" and "children of root" in message for _, field, message in problems)
+
+
+def test_a_starvation_hold_takes_only_the_free_guarantee_and_gives_it_back():
+    tree = _tree()
+    tree.charge("team-a", {A100: 1}, in_quota=True)
+    assert tree.could_fit("team-a", {A100: 4}) and not tree.could_fit("team-a", {A100: 5})
+    tree.holders = {"g1": ("team-a", {A100: 4})}
+    tree.hold_for("s1")  # not a holder: nothing happens
+    assert tree.get("team-a").room == {A100: 3}
+    tree.hold_for("g1")  # 3 of team-a's 4 are free: the hold never goes below zero
+    tree.hold_for("g1")  # once per cycle
+    assert tree.holding == {"g1": ("team-a", {A100: 3})}
+    assert tree.get("team-a").room == {A100: 0} and tree.get("dept").room == {A100: 4}  # team-b's 4 stay whole
+    assert tree.min_shortfall("team-b", {A100: 4}) is None
+    assert str(tree.min_shortfall("team-a", {A100: 1})) == (
+        "quota team-a full: needs 1 A100, 0 left of 4 (3 kept for earlier jobs that have waited too long)")
+    assert tree.get("team-a").used == {A100: 1}  # a hold uses nothing: max is not touched
+    tree.end_holds()
+    assert tree.holding == {} and tree.get("team-a").room == {A100: 3} and tree.get("dept").room == {A100: 7}
+    assert str(tree.min_shortfall("team-a", {A100: 4})) == "quota team-a full: needs 4 A100, 3 left of 4"

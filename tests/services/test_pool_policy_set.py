@@ -16,13 +16,14 @@ from scheduler.loop.snapshot import build_snapshot
 from scheduler.models import PoolPolicy
 from scheduler.selectors.pools import pool_policy_rows
 from scheduler.services.pool_policies import pool_policy_set
-from scheduler.validation import MAX_POLICY_SECONDS
+from scheduler.validation import MAX_POLICY_SECONDS, STARVATION_HOLD_NEEDS_GUARD
 from tests.factories import NodeFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
 DAYS_30 = 30 * 24 * 3600
 RULE = "is a whole number of seconds from 0 (off) to 2,592,000 (30 days)"
+HOLD_NEEDS_GUARD = "The starvation hold extends the starvation guard: set a starvation time above 0 first"
 
 
 @pytest.fixture
@@ -96,6 +97,11 @@ def test_the_defaults_on_a_pool_without_a_row_write_nothing(admin, wakes, django
         ({"starvation_s": -60}, "starvation_s", f"Starvation guard {RULE}, got -60."),
         ({"starvation_s": 10**12}, "starvation_s", RULE),
         ({"starvation_s": None}, "starvation_s", f"{RULE}, got None."),
+        ({"starvation_hold": "maybe"}, "starvation_hold", "Starvation hold is on or off (true or false), got 'maybe'."),
+        ({"starvation_hold": 2}, "starvation_hold", "Starvation hold is on or off"),
+        ({"starvation_hold": [True]}, "starvation_hold", "Starvation hold is on or off"),
+        ({"starvation_s": 0, "starvation_hold": True}, "starvation_hold", HOLD_NEEDS_GUARD),
+        ({"starvation_s": "0", "starvation_hold": "on"}, "starvation_hold", HOLD_NEEDS_GUARD),
     ],
 )
 def test_bad_input_names_the_field_and_changes_nothing(admin, wakes, django_capture_on_commit_callbacks,
@@ -105,9 +111,49 @@ def test_bad_input_names_the_field_and_changes_nothing(admin, wakes, django_capt
         _set(admin, **{"idle_share": "fifo", "min_runtime_s": 5, "starvation_s": 5, **override})
     assert list(refused.value.message_dict) == [field]
     assert words in refused.value.message_dict[field][0]
-    assert list(PoolPolicy.objects.values_list("resource_type", "idle_share", "min_runtime_s", "starvation_s")) == [
-        ("general", "fair", 60, 120)]
+    assert list(PoolPolicy.objects.values_list("resource_type", "idle_share", "min_runtime_s", "starvation_s",
+                                               "starvation_hold")) == [("general", "fair", 60, 120, False)]
     assert not LogEntry.objects.exists() and wakes == []
+
+
+def test_the_starvation_hold_is_saved_and_reaches_the_engine(admin, wakes, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        saved = _set(admin, starvation_s=3600, starvation_hold=True)
+    assert saved.changes == ("Starvation guard: 0 s → 3600 s", "Starvation hold: off → on")
+    assert PoolPolicy.objects.get().starvation_hold is True
+    assert wakes == [1]
+    assert "Starvation hold: off → on" in LogEntry.objects.get().get_change_message()
+    assert build_snapshot([], timezone.now())[0].policy_of("general").starvation_hold is True
+    assert [row.starvation_hold for row in pool_policy_rows()] == [True]
+    # Off again: the guard alone stays.
+    assert _set(admin, starvation_s=3600, starvation_hold=False).changes == ("Starvation hold: on → off",)
+    policy = build_snapshot([], timezone.now())[0].policy_of("general")
+    assert (policy.starvation_s, policy.starvation_hold) == (3600.0, False)
+
+
+@pytest.mark.parametrize(
+    ("sent", "kept"),
+    [(True, True), ("on", True), ("true", True), ("1", True), (1, True),
+     (False, False), ("", False), ("0", False), ("false", False), (None, False), (0, False)],
+)
+def test_the_hold_takes_what_a_form_sends(admin, sent, kept):
+    _set(admin, starvation_s=60, starvation_hold=sent)
+    assert PoolPolicy.objects.get().starvation_hold is kept
+
+
+def test_the_hold_without_a_starvation_time_is_refused_on_a_new_pool_too(admin, wakes,
+                                                                          django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(ValidationError) as refused:
+        _set(admin, idle_share="fair", starvation_hold=True)
+    assert refused.value.message_dict == {"starvation_hold": [STARVATION_HOLD_NEEDS_GUARD]}
+    assert not PoolPolicy.objects.exists() and not LogEntry.objects.exists() and wakes == []
+
+
+def test_the_admin_refuses_the_hold_without_a_starvation_time():
+    with pytest.raises(ValidationError) as refused:
+        PoolPolicy(resource_type="general", starvation_s=0, starvation_hold=True).full_clean()
+    assert refused.value.message_dict == {"starvation_hold": [STARVATION_HOLD_NEEDS_GUARD]}
+    PoolPolicy(resource_type="general", starvation_s=60, starvation_hold=True).full_clean()
 
 
 def test_exactly_30_days_is_accepted(admin):

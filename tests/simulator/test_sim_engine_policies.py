@@ -164,3 +164,30 @@ def test_starvation_guard_does_not_reach_a_gang_starved_by_its_own_quota():
     guarded = {j.name: j for j in replay(jobs, on, ReplayConfig(policy="strict", starvation_s=600.0, **FREE)).jobs}
     assert plain["big"].first_start_s == guarded["big"].first_start_s
     assert guarded["big"].first_start_s >= 20000
+
+
+def test_the_starvation_hold_reaches_the_gang_its_own_quota_starves():
+    # The stream of the test above with the hold on: once the gang has waited 600 s it holds team a's
+    # freed guarantee, the small jobs behind it stop taking it, and the gang starts as soon as the
+    # small jobs already running have ended (each runs 1000 s) — not after the 20,000 s stream.
+    on = cluster(2, a=16)
+    small = [job(f"s{k:03d}", "a", 50.0 * k, 1000, gpus=1) for k in range(400)]
+    jobs = [*small, job("big", "a", 10, 1000, gpus=16)]
+    held = {j.name: j for j in replay(jobs, on, ReplayConfig(policy="strict", starvation_s=600.0,
+                                                            starvation_hold=True, **FREE)).jobs}
+    assert 610 <= held["big"].first_start_s <= 610 + 1000 + 60
+    assert all(held[s.name].first_start_s >= held["big"].first_start_s for s in small if s.submit_s > 700)
+    with pytest.raises(ValueError, match="starvation time"):
+        ReplayConfig(policy="strict", starvation_hold=True)
+
+
+def test_the_hold_modifier_sets_the_hold_for_one_column():
+    import argparse
+
+    from scheduler.simulator.cli import add_arguments, variant_options
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = vars(parser.parse_args(["--trace", "philly"]))
+    assert variant_options(options, "idle+starvation=1d+hold")["starvation_hold"] is True
+    assert variant_options(options, "idle+starvation=1d")["starvation_hold"] is False

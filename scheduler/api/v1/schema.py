@@ -183,6 +183,9 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
                       "the quota borrowing least for its guarantee.",
         "min_runtime_s": "A job on idle resources is no reclaim candidate before it has run this long (0: off).",
         "starvation_s": "A job waiting longer than this gets nodes kept for it as they empty (0: off).",
+        "starvation_hold": "Extends the starvation guard (only with `starvation_s` above 0): a starving job also "
+                           "holds the guarantee its quota frees for it, and the first job of each quota blocked "
+                           "only by the quota's own use counts as starving.",
     },
     "Me": {
         "username": "The user the credentials belong to.",

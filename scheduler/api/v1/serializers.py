@@ -124,6 +124,7 @@ class PoolSerializer(serializers.Serializer):
     idle_share = serializers.CharField()
     min_runtime_s = serializers.IntegerField()
     starvation_s = serializers.IntegerField()
+    starvation_hold = serializers.BooleanField()
 
 
 class MeSerializer(serializers.Serializer):
