@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -46,11 +47,15 @@ class AcceptGate:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.listeners: list[tuple[socket.socket, asyncio.base_events.Server, Callable[[], asyncio.Protocol]]] = []
         self.accepting = False
+        self.ssl: ssl.SSLContext | None = None
 
     def install(self, loop: asyncio.AbstractEventLoop, servers: list[asyncio.base_events.Server],
-                sockets: list[socket.socket], protocol_factory: Callable[[], asyncio.Protocol]) -> None:
-        """Take the listening sockets over from the servers uvicorn created on them."""
+                sockets: list[socket.socket], protocol_factory: Callable[[], asyncio.Protocol],
+                ssl_context: ssl.SSLContext | None = None) -> None:
+        """Take the listening sockets over from the servers uvicorn created on them (TLS included, when
+        gunicorn was given a certificate)."""
         self.loop = loop
+        self.ssl = ssl_context
         for server, sock in zip(servers, sockets, strict=True):
             loop.remove_reader(sock.fileno())  # asyncio's accept loop
             self.listeners.append((sock, server, protocol_factory))
@@ -102,7 +107,7 @@ class AcceptGate:
     async def _connect(self, connection: socket.socket, factory: Callable[[], asyncio.Protocol]) -> None:
         assert self.loop is not None
         try:
-            await self.loop.connect_accepted_socket(factory, connection)
+            await self.loop.connect_accepted_socket(factory, connection, ssl=self.ssl)
         except Exception:
             connection.close()
             self.given_back()
@@ -190,4 +195,4 @@ class GatedServer(Server):
             protocol.gate = gate
             return protocol
 
-        self.gate.install(asyncio.get_running_loop(), self.servers, sockets, create_protocol)
+        self.gate.install(asyncio.get_running_loop(), self.servers, sockets, create_protocol, config.ssl)

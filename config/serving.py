@@ -16,6 +16,8 @@ Environment (defaults in brackets):
   another process, and no two views of one process fight for its interpreter lock (measured with
   scripts/bench_api.py: 4 processes × 2 views gave 48/s, 4 × 1 gave 59/s, 6 × 1 gave 69/s).
 - TIDEPOOL_WEB_TIMEOUT [60] — seconds a worker may stay silent before gunicorn restarts it
+- TIDEPOOL_WEB_FIRST_BYTE_TIMEOUT [10] — seconds a new connection may stay silent before its worker
+  closes it (the accept gate, config/accept_gate.py: a worker accepts only while it has a free view)
 - FORWARDED_ALLOW_IPS [127.0.0.1] — proxies whose X-Forwarded-* headers are trusted
 - TIDEPOOL_ACCESS_LOG [unset: none] — "-" for stdout or a file path
 """

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 
@@ -54,9 +57,9 @@ def make_app(name: str, release: Release, seen: list[str]):
 
 class Worker:
     def __init__(self, name: str, listener: socket.socket, release: Release, seen: list[str],
-                 first_byte_timeout: float = 10.0) -> None:
+                 first_byte_timeout: float = 10.0, **tls: str) -> None:
         config = Config(make_app(name, release, seen), loop="asyncio", http=GatedHttpToolsProtocol,
-                        lifespan="off", log_level="warning")
+                        lifespan="off", log_level="warning", **tls)
         config.load()
         self.gate = AcceptGate(limit=1, first_byte_timeout=first_byte_timeout)
         self.server = GatedServer(config=config, gate=self.gate)
@@ -177,3 +180,18 @@ def test_a_silent_connection_is_closed_and_does_not_block_the_worker(cluster):
     assert time.monotonic() - started >= 0.3  # it waited for the silent one to be dropped
     assert silent.recv(1) == b""  # closed by the worker
     silent.close()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_tls_given_to_gunicorn_is_served_through_the_gate(cluster, tmp_path):
+    port, start, release, seen = cluster
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+                    "-days", "1", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    start(["only"], ssl_certfile=str(cert), ssl_keyfile=str(key))
+    context = ssl.create_default_context(cafile=str(cert))
+    context.check_hostname = False
+    connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=context)
+    connection.request("GET", "/fast")
+    assert connection.getresponse().read() == b"only"
+    connection.close()
