@@ -52,10 +52,11 @@ class TidepoolUvicornWorker(_UvicornWorker):
                      "ws_ping_interval": 20.0, "ws_ping_timeout": 20.0}
 
     async def _serve(self) -> None:
+        from django.conf import settings  # configured: loading the app (self.wsgi) ran django.setup()
+
         self.config.app = self.wsgi
-        views = int(os.environ.get("TIDEPOOL_WEB_CONCURRENCY", "1"))  # 0: no limit, as in config.asgi
-        gate = AcceptGate(limit=views or 1_000_000,
-                          first_byte_timeout=float(os.environ.get("TIDEPOOL_WEB_FIRST_BYTE_TIMEOUT", "10")))
+        gate = AcceptGate(limit=settings.TIDEPOOL_WEB_CONCURRENCY or 1_000_000,  # 0: no limit, as in config.asgi
+                          first_byte_timeout=settings.TIDEPOOL_WEB_FIRST_BYTE_TIMEOUT)
         server = GatedServer(config=self.config, gate=gate)
         self._install_sigquit_handler()
         await server.serve(sockets=self.sockets)

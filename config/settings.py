@@ -299,6 +299,7 @@ TIDEPOOL_METRICS_TOKEN = os.environ.get("TIDEPOOL_METRICS_TOKEN", "")
 TIDEPOOL_METRICS_ALLOW = env_list("TIDEPOOL_METRICS_ALLOW", "127.0.0.1/32,::1/128")
 # HTTP requests inside Django at once per web process (config/asgi.py); below the pool size.
 TIDEPOOL_WEB_CONCURRENCY = int(os.environ.get("TIDEPOOL_WEB_CONCURRENCY", "1"))
+TIDEPOOL_WEB_FIRST_BYTE_TIMEOUT = float(os.environ.get("TIDEPOOL_WEB_FIRST_BYTE_TIMEOUT", "10"))
 TIDEPOOL_BASIC_AUTH_CACHE_SECONDS = float(os.environ.get("TIDEPOOL_BASIC_AUTH_CACHE_SECONDS", "60"))
 TIDEPOOL_DATA_DIR = Path(os.environ.get("TIDEPOOL_DATA_DIR", str(BASE_DIR / "var")))
 # None: derived from TIDEPOOL_DATA_DIR where used (scheduler/paths.py).
