@@ -233,6 +233,12 @@ class PoolPolicyForm(forms.Form):
         "the guarantee its quota frees for it, so the quota's smaller jobs cannot take it GPU by GPU, and the "
         "first job of each quota blocked only by the quota's own use counts as starving.",
     )
+    starved_min_runtime_s = AsciiIntegerField(
+        label="Minimum runtime after starving (seconds)", widget=forms.NumberInput(attrs=SECONDS_ATTRS),
+        help_text="Extends the starvation guard (set a starvation time above 0 first): a job that starts on idle "
+        "resources after waiting longer than the starvation time is not reclaimed before it has run this long, "
+        "so the next owner's job does not take back at once what the guard gathered. 0: off; at most 30 days.",
+    )
 
     def __init__(self, *args: Any, pool: str, **kwargs: Any) -> None:
         super().__init__(*args, auto_id=f"id_{pool}_%s", **kwargs)
@@ -241,5 +247,6 @@ class PoolPolicyForm(forms.Form):
     @classmethod
     def of_row(cls, row: PoolPolicyRow) -> PoolPolicyForm:
         initial = {"resource_type": row.pool, "idle_share": row.idle_share, "min_runtime_s": row.min_runtime_s,
-                   "starvation_s": row.starvation_s, "starvation_hold": row.starvation_hold}
+                   "starvation_s": row.starvation_s, "starvation_hold": row.starvation_hold,
+                   "starved_min_runtime_s": row.starved_min_runtime_s}
         return cls(pool=row.pool, initial=initial)

@@ -38,7 +38,8 @@ class PoolPolicyView(StaffRequiredMixin, View):
                 saved = pool_policy_set(user=request.user, resource_type=data["resource_type"],
                                         idle_share=data["idle_share"], min_runtime_s=data["min_runtime_s"],
                                         starvation_s=data["starvation_s"],
-                                        starvation_hold=data["starvation_hold"])
+                                        starvation_hold=data["starvation_hold"],
+                                        starved_min_runtime_s=data["starved_min_runtime_s"])
             except ValidationError as error:
                 apply_service_errors(error, form)
             else:

@@ -196,7 +196,8 @@ def amount(value: Any, field: str, *, high: Decimal, label: str | None = None) -
 
 
 def policy_seconds(value: Any, field: str, label: str) -> int:
-    """A pool policy's duration (DESIGN §2b min_runtime_s, starvation_s): whole seconds, 0 (off) to 30 days."""
+    """A pool policy's duration (DESIGN §2b min_runtime_s, starvation_s; starved_min_runtime_s): whole seconds,
+    0 (off) to 30 days."""
     try:
         return whole_number(value, field, low=0, high=MAX_POLICY_SECONDS, label=label)
     except ValidationError:
@@ -226,6 +227,17 @@ def policy_flag(value: Any, field: str, label: str) -> bool:
 def starvation_hold_problem(starvation_hold: bool, starvation_s: int) -> str | None:
     """Why a pool cannot have these two policies together: the hold extends the guard (None: it can)."""
     return STARVATION_HOLD_NEEDS_GUARD if starvation_hold and starvation_s <= 0 else None
+
+
+STARVED_RUNTIME_NEEDS_GUARD = (
+    "The starved minimum runtime protects jobs the starvation guard let start: set a starvation time above 0 "
+    "first (or set it to 0)."
+)
+
+
+def starved_runtime_problem(starved_min_runtime_s: int, starvation_s: int) -> str | None:
+    """Why a pool cannot protect starved runs: there is no guard to say which jobs starved (None: it can)."""
+    return STARVED_RUNTIME_NEEDS_GUARD if starved_min_runtime_s > 0 and starvation_s <= 0 else None
 
 
 def grace_seconds_value(value: Any, field: str = "grace_seconds") -> float | None:

@@ -1,7 +1,8 @@
 """Opt-in policies of DESIGN §2b that the cycle consults (each off by default; off = §2's rules).
 
-- Minimum runtime (`Policy.min_runtime_s`): `protected_until` says whether a Not in Quota job is still
-  protected from reclaim, and until when. Protection depends only on the snapshot (`now` and the job's
+- Minimum runtime (`Policy.min_runtime_s`, and `starved_min_runtime_s` for a run that began after the
+  job's wait passed `starvation_s`, Tidepool's extension): `protected_until` says whether a Not in
+  Quota job is still protected from reclaim, and until when. Protection depends only on the snapshot (`now` and the job's
   start), so protected jobs are simply left out of the candidates (the victim index included); the
   cycle keeps them aside to word the reason of a job that only they could make room for.
 - `PolicySteps`: the two steps of the cycle (`_Cycle` inherits them) that use these.
@@ -28,13 +29,21 @@ if TYPE_CHECKING:
 
 
 def protected_until(job: Job, policy: Policy, now: float | None) -> float | None:
-    """The time a running Not in Quota job stops being protected by `min_runtime_s`; None when it is
-    not protected (policy off, no `now`, or it has run at least `min_runtime_s` — exactly that much
-    included)."""
-    if policy.min_runtime_s <= 0 or now is None:
+    """The time a running Not in Quota job stops being protected by `min_runtime_s` — or by
+    `starved_min_runtime_s` when this run began after its wait (from the first submission, as §2b's)
+    passed `starvation_s`; None when it is not protected (policies off, no `now`, or it has run at
+    least that long — exactly that much included)."""
+    if now is None:
         return None
     started = job.started_at if job.started_at is not None else job.submitted_at
-    until = started + policy.min_runtime_s
+    runtime = policy.min_runtime_s
+    if policy.starved_min_runtime_s > 0 and policy.starvation_s > 0 and started - job.submitted_at > policy.starvation_s:
+        # It waited past the guard before this run: without this, the freshest borrower is the first
+        # victim of the next reclaim (§2's safe-point order), and the guard's work is undone at once.
+        runtime = max(runtime, policy.starved_min_runtime_s)
+    if runtime <= 0:
+        return None
+    until = started + runtime
     return until if until > now else None
 
 

@@ -112,8 +112,9 @@ class NoIdleRoom(Reason):
 
 @dataclass(frozen=True, slots=True)
 class ProtectedVictims(Reason):
-    """Fits in quota, and would fit if Not in Quota jobs protected by the pool's `min_runtime_s` were
-    reclaimed (DESIGN §2b): `until` is the earliest time one of them stops being protected."""
+    """Fits in quota, and would fit if Not in Quota jobs protected by the pool's `min_runtime_s` (or
+    `starved_min_runtime_s`) were reclaimed (DESIGN §2b): `until` is the earliest time one of them stops
+    being protected."""
 
     code: ClassVar[str] = "protected_victims"
     demand: Asked

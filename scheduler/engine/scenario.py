@@ -53,7 +53,7 @@ from .types import (
 )
 
 TOP_KEYS = ("now", "policy", "nodes", "quotas", "jobs", "expect")
-POLICY_KEYS = ("idle_share", "min_runtime_s", "starvation_s", "starvation_hold")
+POLICY_KEYS = ("idle_share", "min_runtime_s", "starvation_s", "starvation_hold", "starved_min_runtime_s")
 NODE_KEYS = ("name", "gpu_type", "gpus", "cpu", "memory_gib", "resource_type", "schedulable")
 QUOTA_KEYS = ("name", "parent", "min", "max", "resource_type", "preempt_within")
 RESOURCE_KEYS = ("gpus", "cpu", "memory_gib")
@@ -120,8 +120,12 @@ def _policy(read: Reader, value: Any, now: float | None) -> Policy:
         raise read.fail("policy.starvation_hold", f"expected true or false, got {kind(starvation_hold)}")
     if starvation_hold and starvation_s <= 0:
         raise read.fail("policy.starvation_hold", "starvation_hold needs starvation_s above 0 (it extends the guard)")
+    starved = read.number(raw.get("starved_min_runtime_s", 0), "policy.starved_min_runtime_s")
+    if starved > 0 and starvation_s <= 0:
+        raise read.fail("policy.starved_min_runtime_s",
+                        "starved_min_runtime_s needs starvation_s above 0 (it protects jobs the guard let start)")
     return Policy(idle_share=idle_share, min_runtime_s=min_runtime_s, starvation_s=starvation_s,
-                  starvation_hold=starvation_hold)
+                  starvation_hold=starvation_hold, starved_min_runtime_s=starved)
 
 
 def _unique(read: Reader, names: list[str], path: str, what: str) -> None:

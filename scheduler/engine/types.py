@@ -115,11 +115,14 @@ class Policy:
     # Tidepool's extension of the guard (docs/scheduling.md): a starving job also holds the guarantee
     # its quota frees for it, and the first job of each quota kept out by the quota's own use counts as starving.
     starvation_hold: bool = False
+    # Tidepool's extension (docs/scheduling.md): a Not in Quota job whose run began after its wait passed
+    # starvation_s is no reclaim candidate before that run has lasted this long (0: only min_runtime_s).
+    starved_min_runtime_s: float = 0.0
 
     @property
     def is_default(self) -> bool:
         return (self.idle_share == IDLE_SHARE_FIFO and self.min_runtime_s <= 0 and self.starvation_s <= 0
-                and not self.starvation_hold)
+                and not self.starvation_hold and self.starved_min_runtime_s <= 0)
 
 
 DEFAULT_POLICY = Policy()

@@ -30,7 +30,8 @@ def pool_policies() -> dict[str, engine.Policy]:
     return {
         row.resource_type: engine.Policy(idle_share=row.idle_share, min_runtime_s=float(row.min_runtime_s),
                                          starvation_s=float(row.starvation_s),
-                                         starvation_hold=bool(row.starvation_hold))
+                                         starvation_hold=bool(row.starvation_hold),
+                                         starved_min_runtime_s=float(row.starved_min_runtime_s))
         for row in PoolPolicy.objects.all()
     }
 

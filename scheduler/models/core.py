@@ -28,7 +28,7 @@ from scheduler.states import (
     PodStatus,
     choices,
 )
-from scheduler.validation import MAX_GRACE_SECONDS, starvation_hold_problem
+from scheduler.validation import MAX_GRACE_SECONDS, starvation_hold_problem, starved_runtime_problem
 
 GRACE_SECONDS_MAX = MAX_GRACE_SECONDS  # the longest grace period a job may ask for (SIGTERM → SIGKILL)
 
@@ -450,6 +450,12 @@ class PoolPolicy(models.Model):
         "guarantee its quota frees for it, and the first job of each quota blocked only by the quota's own use "
         "counts as starving.",
     )
+    starved_min_runtime_s = models.PositiveIntegerField(
+        default=0,
+        help_text="Extends the starvation guard (needs a starvation time above 0): a job that starts on idle "
+        "resources after waiting longer than the starvation time is not reclaimed before it has run this long "
+        "(0: off).",
+    )
 
     class Meta:
         ordering = ["resource_type"]
@@ -460,6 +466,9 @@ class PoolPolicy(models.Model):
         problem = starvation_hold_problem(self.starvation_hold, self.starvation_s or 0)
         if problem:
             raise ValidationError({"starvation_hold": problem})
+        problem = starved_runtime_problem(self.starved_min_runtime_s or 0, self.starvation_s or 0)
+        if problem:
+            raise ValidationError({"starved_min_runtime_s": problem})
 
     def __str__(self) -> str:
         return f"{self.resource_type} policies"

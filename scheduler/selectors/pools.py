@@ -36,6 +36,7 @@ class PoolPolicyRow:
     min_runtime_s: int
     starvation_s: int
     starvation_hold: bool  # extends the starvation guard (only with starvation_s above 0)
+    starved_min_runtime_s: int  # extends it too: runs begun after starving are not reclaimed before this
     has_row: bool  # False: the pool has no PoolPolicy row and uses the defaults
     last_change: PolicyChange | None
 
@@ -90,6 +91,7 @@ def pool_policy_rows() -> list[PoolPolicyRow]:
                 min_runtime_s=policy.min_runtime_s if policy else 0,
                 starvation_s=policy.starvation_s if policy else 0,
                 starvation_hold=policy.starvation_hold if policy else False,
+                starved_min_runtime_s=policy.starved_min_runtime_s if policy else 0,
                 has_row=policy is not None,
                 last_change=changes.get(policy.pk) if policy else None,
             )

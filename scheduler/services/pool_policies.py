@@ -24,11 +24,11 @@ from scheduler.publish import wake_scheduler_on_commit
 
 log = logging.getLogger("tidepool.policies")
 
-POLICY_FIELDS = ("idle_share", "min_runtime_s", "starvation_s", "starvation_hold")
+POLICY_FIELDS = ("idle_share", "min_runtime_s", "starvation_s", "starvation_hold", "starved_min_runtime_s")
 POLICY_LABELS = {"idle_share": "Idle share", "min_runtime_s": "Minimum runtime", "starvation_s": "Starvation guard",
-                 "starvation_hold": "Starvation hold"}
+                 "starvation_hold": "Starvation hold", "starved_min_runtime_s": "Minimum runtime after starving"}
 DEFAULTS: dict[str, Any] = {"idle_share": PoolPolicy.IdleShare.FIFO.value, "min_runtime_s": 0, "starvation_s": 0,
-                            "starvation_hold": False}
+                            "starvation_hold": False, "starved_min_runtime_s": 0}
 
 
 @dataclass(frozen=True)
@@ -61,19 +61,26 @@ def _idle_share(value: Any) -> str:
 
 
 def policy_values(
-    *, idle_share: Any, min_runtime_s: Any, starvation_s: Any, starvation_hold: Any = False
+    *, idle_share: Any, min_runtime_s: Any, starvation_s: Any, starvation_hold: Any = False,
+    starved_min_runtime_s: Any = 0,
 ) -> dict[str, Any]:
-    """The policies checked against validation's bounds; a ValidationError keyed by field. The hold
-    extends the starvation guard, so it is refused (at `starvation_hold`) while the guard is off."""
+    """The policies checked against validation's bounds; a ValidationError keyed by field. The hold and
+    the minimum runtime after starving extend the starvation guard, so either is refused (at its own
+    field) while the guard is off."""
     values = {
         "idle_share": _idle_share(idle_share),
         "min_runtime_s": validation.policy_seconds(min_runtime_s, "min_runtime_s", "Minimum runtime"),
         "starvation_s": validation.policy_seconds(starvation_s, "starvation_s", "Starvation guard"),
         "starvation_hold": validation.policy_flag(starvation_hold, "starvation_hold", "Starvation hold"),
+        "starved_min_runtime_s": validation.policy_seconds(starved_min_runtime_s, "starved_min_runtime_s",
+                                                           "Minimum runtime after starving"),
     }
     problem = validation.starvation_hold_problem(values["starvation_hold"], values["starvation_s"])
     if problem:
         raise validation.refuse("starvation_hold", problem)
+    problem = validation.starved_runtime_problem(values["starved_min_runtime_s"], values["starvation_s"])
+    if problem:
+        raise validation.refuse("starved_min_runtime_s", problem)
     return values
 
 
@@ -100,13 +107,14 @@ def pool_policy_set(
     min_runtime_s: Any,
     starvation_s: Any,
     starvation_hold: Any = False,
+    starved_min_runtime_s: Any = 0,
 ) -> PoolPolicySaved:
     """Set a pool's §2b policies. Refuses an unknown pool, an unknown idle share, a duration below 0
-    or above 30 days, a hold that is not on or off, or the hold on with the starvation guard off (0)
-    with a ValidationError keyed by the field; nothing is written then."""
+    or above 30 days, a hold that is not on or off, or the hold or a minimum runtime after starving with
+    the starvation guard off (0) with a ValidationError keyed by the field; nothing is written then."""
     pool = _pool(resource_type)
     values = policy_values(idle_share=idle_share, min_runtime_s=min_runtime_s, starvation_s=starvation_s,
-                           starvation_hold=starvation_hold)
+                           starvation_hold=starvation_hold, starved_min_runtime_s=starved_min_runtime_s)
     policy = PoolPolicy.objects.select_for_update().filter(resource_type=pool).first()
     before = {field: getattr(policy, field) for field in POLICY_FIELDS} if policy else dict(DEFAULTS)
     changes = _changes(before, values)

@@ -70,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--policy", default=",".join(POLICIES),
         help=f"comma-separated: {','.join(POLICIES)}, each optionally with +modifiers that override the options "
         "below for that column only: +fair, +fifo-share, +safe-point, +preempt-within, +min-runtime=S, "
-        "+starvation=S (S: seconds, or 30m, 12h, 2d), +hold (the starvation hold), e.g. idle,idle+fair",
+        "+starvation=S (S: seconds, or 30m, 12h, 2d), +hold (the starvation hold), "
+        "+starved-min-runtime=S, e.g. idle,idle+fair",
     )
     parser.add_argument("--scale", type=_positive_float, default=1.0,
                         help="multiply every quota and the inventory by F (rounded up: docs/simulator.md)")
@@ -108,6 +109,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--starvation-hold", action="store_true",
                         help="with --starvation: starving jobs also hold the guarantee their quota frees, and a job "
                         "blocked by its own quota's use can starve (Tidepool's extension, docs/scheduling.md)")
+    parser.add_argument("--starved-min-runtime", type=_non_negative_float, default=0.0, metavar="SECONDS",
+                        help="with --starvation: a borrower whose run began after its wait passed the guard is not "
+                        "reclaimed before this run time (Tidepool's extension, docs/scheduling.md; 0: off)")
     parser.add_argument("--safe-point", action="store_true",
                         help="give the engine each borrower's last simulated checkpoint (victims by safe point)")
     parser.add_argument("--preempt-within", action="store_true",
@@ -128,8 +132,11 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
     unknown = [p for p in policies if p.split("+")[0] not in POLICIES]
     if unknown or not policies:
         raise SimulationError(f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(POLICIES)}")
-    for spec in policies:
-        variant_options(options, spec)  # a bad modifier is said before any replay
+    for spec in policies:  # a bad modifier or a policy setting that needs another is said before any replay
+        try:
+            replay_config(variant_options(options, spec), spec.split("+")[0], spec)
+        except ValueError as exc:
+            raise SimulationError(f"{spec}: {exc}") from None
     scales = list(options.get("sweep_scales") or SWEEP_SCALES) if options.get("sweep") else [float(options["scale"])]
     jobs, trace_name = load_jobs(options)
     if not jobs:
@@ -145,6 +152,7 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
         settings += (f"; policies: idle share {options.get('idle_share') or 'fifo'}, min runtime "
                      f"{float(options.get('min_runtime') or 0):g} s, starvation {float(options.get('starvation') or 0):g} s"
                      f"{' with the quota hold' if options.get('starvation_hold') else ''}"
+                     f"{_starved_text(options)}"
                      f"{', victims by safe point' if options.get('safe_point') else ''}"
                      f"{', preempt_within' if options.get('preempt_within') else ''}")
     if options.get("high_priority_share"):
@@ -219,6 +227,7 @@ def replay_config(options: Mapping[str, Any], policy: str, label: str) -> Replay
         min_runtime_s=float(options.get("min_runtime") or 0.0),
         starvation_s=float(options.get("starvation") or 0.0),
         starvation_hold=bool(options.get("starvation_hold", False)),
+        starved_min_runtime_s=float(options.get("starved_min_runtime") or 0.0),
         safe_point=bool(options.get("safe_point", False)),
         preempt_within=bool(options.get("preempt_within", False)),
     )
@@ -226,7 +235,7 @@ def replay_config(options: Mapping[str, Any], policy: str, label: str) -> Replay
 
 _FLAGS = {"fair": ("idle_share", "fair"), "fifo-share": ("idle_share", "fifo"), "safe-point": ("safe_point", True),
           "preempt-within": ("preempt_within", True), "hold": ("starvation_hold", True)}
-_VALUED = {"min-runtime": "min_runtime", "starvation": "starvation"}
+_VALUED = {"min-runtime": "min_runtime", "starvation": "starvation", "starved-min-runtime": "starved_min_runtime"}
 
 
 def variant_options(options: Mapping[str, Any], spec: str) -> dict[str, Any]:
@@ -244,6 +253,11 @@ def variant_options(options: Mapping[str, Any], spec: str) -> dict[str, Any]:
         else:
             raise SimulationError(f"{spec}: unknown modifier {modifier!r}; use {', '.join([*_FLAGS, *_VALUED])}")
     return changed
+
+
+def _starved_text(options: Mapping[str, Any]) -> str:
+    seconds = float(options.get("starved_min_runtime") or 0)
+    return f", runs begun after starving protected {seconds:g} s" if seconds else ""
 
 
 def _targets_line(checks: Mapping[str, Any]) -> str:

@@ -27,6 +27,7 @@ class ReplayConfig:
     min_runtime_s: float = 0.0
     starvation_s: float = 0.0
     starvation_hold: bool = False  # starving jobs also hold their quota's guarantee (engine/starvation.py)
+    starved_min_runtime_s: float = 0.0  # runs begun after starving are not reclaimed before this (engine/policies.py)
     safe_point: bool = False  # give running borrowers their last checkpoint time (victim order)
     preempt_within: bool = False  # every quota's preempt_within (DESIGN §2b)
     name: str = ""  # the column's name in tables and reports (default: the policy)
@@ -42,8 +43,10 @@ class ReplayConfig:
             raise ValueError("idle share is fifo or fair; min runtime and starvation must not be negative")
         if self.starvation_hold and self.starvation_s <= 0:
             raise ValueError("the starvation hold needs a starvation time (--starvation)")
+        if self.starved_min_runtime_s < 0 or (self.starved_min_runtime_s > 0 and self.starvation_s <= 0):
+            raise ValueError("the starved minimum runtime needs a starvation time (--starvation) and is not negative")
         return Policy(idle_share=self.idle_share, min_runtime_s=self.min_runtime_s, starvation_s=self.starvation_s,
-                      starvation_hold=self.starvation_hold)
+                      starvation_hold=self.starvation_hold, starved_min_runtime_s=self.starved_min_runtime_s)
 
     @property
     def timed(self) -> bool:

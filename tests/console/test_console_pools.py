@@ -26,7 +26,8 @@ URL = "/pools/"
 
 
 def policy_data(**overrides: Any) -> dict[str, Any]:
-    return {"resource_type": "general", "idle_share": "fifo", "min_runtime_s": "0", "starvation_s": "0", **overrides}
+    return {"resource_type": "general", "idle_share": "fifo", "min_runtime_s": "0", "starvation_s": "0",
+            "starved_min_runtime_s": "0", **overrides}
 
 
 def _rows() -> list[tuple[str, str, int, int]]:
@@ -107,6 +108,9 @@ def test_members_get_403_and_anonymous_users_the_login_page(world: World, alice_
         ({"starvation_s": "99999999999"}, "starvation_s", "(30 days), got 99999999999."),
         ({"starvation_hold": "on"}, "starvation_hold", "The starvation hold extends the starvation guard: set a "
                                                        "starvation time above 0 first"),
+        ({"starved_min_runtime_s": "3600"}, "starved_min_runtime_s", "The starved minimum runtime protects jobs "
+                                                                      "the starvation guard let start"),
+        ({"starved_min_runtime_s": "1.5"}, "starved_min_runtime_s", "Enter a whole number."),
     ],
 )
 def test_bad_input_is_refused_at_its_field(world: World, staff_client: Client, override: dict[str, str],
@@ -202,3 +206,16 @@ def test_a_new_quota_is_created_with_preempt_within(world: World, staff_client: 
 def test_staff_find_the_page_from_quotas_and_nodes(world: World, staff_client: Client) -> None:
     assert f'href="{URL}"' in staff_client.get(reverse("console:quotas")).content.decode()
     assert f'href="{URL}"' in staff_client.get(reverse("console:nodes")).content.decode()
+
+
+def test_staff_set_a_minimum_runtime_after_starving_and_the_engine_gets_it(world: World, staff_client: Client) -> None:
+    html = staff_client.get(URL).content.decode()
+    assert '<dd data-policy="starved_min_runtime_s">off</dd>' in html
+    response = staff_client.post(URL, policy_data(starvation_s="86400", starved_min_runtime_s="129600"), follow=True)
+    assert response.status_code == 200
+    assert "Minimum runtime after starving: 0 s → 129600 s" in response.content.decode()
+    engine_policy = build_snapshot([], timezone.now())[0].policy_of("general")
+    assert (engine_policy.starvation_s, engine_policy.starved_min_runtime_s) == (86400.0, 129600.0)
+    html = staff_client.get(URL).content.decode()
+    assert '<dd data-policy="starved_min_runtime_s">1d 12h (129,600 s)</dd>' in html
+    assert re.search(r'<input type="number" name="starved_min_runtime_s" value="129600"', html)

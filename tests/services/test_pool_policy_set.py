@@ -16,7 +16,7 @@ from scheduler.loop.snapshot import build_snapshot
 from scheduler.models import PoolPolicy
 from scheduler.selectors.pools import pool_policy_rows
 from scheduler.services.pool_policies import pool_policy_set
-from scheduler.validation import MAX_POLICY_SECONDS, STARVATION_HOLD_NEEDS_GUARD
+from scheduler.validation import MAX_POLICY_SECONDS, STARVATION_HOLD_NEEDS_GUARD, STARVED_RUNTIME_NEEDS_GUARD
 from tests.factories import NodeFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -102,6 +102,9 @@ def test_the_defaults_on_a_pool_without_a_row_write_nothing(admin, wakes, django
         ({"starvation_hold": [True]}, "starvation_hold", "Starvation hold is on or off"),
         ({"starvation_s": 0, "starvation_hold": True}, "starvation_hold", HOLD_NEEDS_GUARD),
         ({"starvation_s": "0", "starvation_hold": "on"}, "starvation_hold", HOLD_NEEDS_GUARD),
+        ({"starved_min_runtime_s": -1}, "starved_min_runtime_s", f"Minimum runtime after starving {RULE}, got -1."),
+        ({"starved_min_runtime_s": "2d"}, "starved_min_runtime_s", f"{RULE}, got '2d'."),
+        ({"starvation_s": 0, "starved_min_runtime_s": 3600}, "starved_min_runtime_s", STARVED_RUNTIME_NEEDS_GUARD),
     ],
 )
 def test_bad_input_names_the_field_and_changes_nothing(admin, wakes, django_capture_on_commit_callbacks,
@@ -154,6 +157,30 @@ def test_the_admin_refuses_the_hold_without_a_starvation_time():
         PoolPolicy(resource_type="general", starvation_s=0, starvation_hold=True).full_clean()
     assert refused.value.message_dict == {"starvation_hold": [STARVATION_HOLD_NEEDS_GUARD]}
     PoolPolicy(resource_type="general", starvation_s=60, starvation_hold=True).full_clean()
+
+
+def test_the_minimum_runtime_after_starving_is_saved_and_reaches_the_engine(admin, wakes,
+                                                                          django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        saved = _set(admin, starvation_s=86400, starved_min_runtime_s=129600)
+    assert saved.changes == ("Starvation guard: 0 s → 86400 s", "Minimum runtime after starving: 0 s → 129600 s")
+    assert wakes == [1]
+    assert "Minimum runtime after starving: 0 s → 129600 s" in LogEntry.objects.get().get_change_message()
+    policy = build_snapshot([], timezone.now())[0].policy_of("general")
+    assert (policy.starvation_s, policy.starved_min_runtime_s) == (86400.0, 129600.0)
+    assert [row.starved_min_runtime_s for row in pool_policy_rows()] == [129600]
+    # The guard cannot be switched off under it: refused, nothing changes.
+    with pytest.raises(ValidationError) as refused:
+        _set(admin, starvation_s=0, starved_min_runtime_s=129600)
+    assert refused.value.message_dict == {"starved_min_runtime_s": [STARVED_RUNTIME_NEEDS_GUARD]}
+    assert PoolPolicy.objects.values_list("starvation_s", "starved_min_runtime_s").get() == (86400, 129600)
+
+
+def test_the_admin_refuses_a_minimum_runtime_after_starving_without_a_guard():
+    with pytest.raises(ValidationError) as refused:
+        PoolPolicy(resource_type="general", starvation_s=0, starved_min_runtime_s=60).full_clean()
+    assert refused.value.message_dict == {"starved_min_runtime_s": [STARVED_RUNTIME_NEEDS_GUARD]}
+    PoolPolicy(resource_type="general", starvation_s=60, starved_min_runtime_s=60).full_clean()
 
 
 def test_exactly_30_days_is_accepted(admin):

@@ -191,3 +191,27 @@ def test_the_hold_modifier_sets_the_hold_for_one_column():
     options = vars(parser.parse_args(["--trace", "philly"]))
     assert variant_options(options, "idle+starvation=1d+hold")["starvation_hold"] is True
     assert variant_options(options, "idle+starvation=1d")["starvation_hold"] is False
+
+
+def test_a_run_begun_after_starving_is_not_taken_back_at_once():
+    # Team a's node runs a1 for a day; a2 (team a, 8 GPUs) can only borrow team b's node, busy with
+    # b0 until 5000. By then a2 has waited past the 3600 s guard, and borrows b's node. b1 (team b)
+    # arrives at 6000: without protection it takes b's node back at once (a2, the freshest
+    # borrower, is the first victim); with a starved minimum runtime longer than a2's run, a2
+    # finishes at 25,000 and b1 starts then.
+    on = cluster(2, a=8, b=8)
+    jobs = [job("a1", "a", 0, 86400), job("b0", "b", 0, 5000), job("a2", "a", 0, 20000), job("b1", "b", 6000, 100)]
+    _, guard = _run(jobs, on, starvation_s=3600.0)
+    _, protected = _run(jobs, on, starvation_s=3600.0, starved_min_runtime_s=30000.0)
+    assert guard["a2"].preemptions >= 1 and guard["b1"].first_start_s <= 6000 + 60
+    assert protected["a2"].preemptions == 0 and protected["a2"].end_s == pytest.approx(25000, abs=60)
+    assert protected["b1"].first_start_s == pytest.approx(25000, abs=60)
+    with pytest.raises(ValueError, match="starvation time"):
+        ReplayConfig(policy="idle", starved_min_runtime_s=600.0)
+
+
+def test_the_starved_runtime_modifier_needs_a_guard_and_says_so(capsys):
+    from scheduler.simulator.cli import main
+
+    assert main(["--trace", "philly", "--limit", "10", "--quiet", "--policy", "idle+starved-min-runtime=1h"]) == 2
+    assert "idle+starved-min-runtime=1h: the starved minimum runtime needs a starvation time" in capsys.readouterr().err

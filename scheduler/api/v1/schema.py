@@ -186,6 +186,9 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "starvation_hold": "Extends the starvation guard (only with `starvation_s` above 0): a starving job also "
                            "holds the guarantee its quota frees for it, and the first job of each quota blocked "
                            "only by the quota's own use counts as starving.",
+        "starved_min_runtime_s": "Extends the starvation guard (only with `starvation_s` above 0): a job that "
+                                 "starts on idle resources after waiting longer than `starvation_s` is no "
+                                 "reclaim candidate before it has run this long (0: off).",
     },
     "Me": {
         "username": "The user the credentials belong to.",

@@ -125,6 +125,7 @@ class PoolSerializer(serializers.Serializer):
     min_runtime_s = serializers.IntegerField()
     starvation_s = serializers.IntegerField()
     starvation_hold = serializers.BooleanField()
+    starved_min_runtime_s = serializers.IntegerField()
 
 
 class MeSerializer(serializers.Serializer):
