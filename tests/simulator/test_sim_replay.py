@@ -254,6 +254,7 @@ def test_pruning_and_skipping_change_no_decision(policy, seed, cycle_s):
 ENGINE_POLICIES = {
     "starvation": {"starvation_s": 900.0},
     "min-runtime": {"min_runtime_s": 600.0},
+    "starved-min-runtime": {"starvation_s": 900.0, "starved_min_runtime_s": 3600.0},
     "fair": {"idle_share": "fair"},
     "safe-point": {"safe_point": True},
     "preempt-within": {"preempt_within": True},
@@ -282,6 +283,9 @@ def test_pruning_and_skipping_change_no_decision_under_engine_policies(policy, e
     if engine_policies in ("starvation", "all") and policy in ("strict", "idle"):
         # the guard is exercised: it changes what happens to the jobs
         assert fast.jobs != replay(jobs, on, replace(config, starvation_s=0.0)).jobs
+    if engine_policies == "starved-min-runtime" and policy == "idle":
+        # the protection is exercised: fewer borrowers are reclaimed than under the guard alone
+        assert fast.preemptions < replay(jobs, on, replace(config, starved_min_runtime_s=0.0)).preemptions
     if engine_policies == "preempt-within" and policy != "pool":
         assert fast.jobs != replay(jobs, on, replace(config, preempt_within=False)).jobs
 
