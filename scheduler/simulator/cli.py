@@ -132,11 +132,7 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
     unknown = [p for p in policies if p.split("+")[0] not in POLICIES]
     if unknown or not policies:
         raise SimulationError(f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(POLICIES)}")
-    for spec in policies:  # a bad modifier or a policy setting that needs another is said before any replay
-        try:
-            replay_config(variant_options(options, spec), spec.split("+")[0], spec)
-        except ValueError as exc:
-            raise SimulationError(f"{spec}: {exc}") from None
+    _check_columns(options, policies)
     scales = list(options.get("sweep_scales") or SWEEP_SCALES) if options.get("sweep") else [float(options["scale"])]
     jobs, trace_name = load_jobs(options)
     if not jobs:
@@ -207,6 +203,15 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
         ]
     write(json.dumps(closing, sort_keys=False))
     return closing
+
+
+def _check_columns(options: Mapping[str, Any], policies: list[str]) -> None:
+    """A bad modifier, or a policy setting that needs another one, is said before any replay."""
+    for spec in policies:
+        try:
+            replay_config(variant_options(options, spec), spec.split("+")[0], spec)
+        except ValueError as exc:
+            raise SimulationError(f"{spec}: {exc}") from None
 
 
 def replay_config(options: Mapping[str, Any], policy: str, label: str) -> ReplayConfig:
