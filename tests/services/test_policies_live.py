@@ -97,3 +97,36 @@ def test_a_demoted_job_preempted_for_its_own_quota_is_a_priority_preemption(two_
     event = JobEvent.objects.get(job=low, kind=EventKind.PREEMPTED)
     assert event.code == "preempted_within_quota"
     assert "higher-priority job of the same quota" in event.reason
+
+
+def test_a_run_begun_after_starving_keeps_its_gpus_for_the_starved_minimum_runtime(two_teams,  # noqa: F811
+                                                                                  recording_executor):
+    """starved_min_runtime_s in the live loop: a borrower whose queue time is older than the guard when
+    it starts is not reclaimed by the owners' next job, which waits with a reason naming when; with
+    the setting back at 0 the same borrower is reclaimed at once."""
+    from datetime import timedelta
+
+    t = two_teams
+    policy = PoolPolicy.objects.create(resource_type="general", starvation_s=60, starved_min_runtime_s=3600)
+    b_own = submit(t, "b", "b-own")
+    borrower = submit(t, "b", "b-borrow", idle="only")
+    Job.objects.filter(pk=borrower.pk).update(queue_time=timezone.now() - timedelta(hours=2))  # waited 2 h
+    schedule_once()
+    report_running(recording_executor)
+    borrower.refresh_from_db()
+    assert (borrower.status, borrower.in_quota) == (JobStatus.RUNNING, False)
+    a_first, a_second = submit(t, "a", "a-first"), submit(t, "a", "a-second")
+    schedule_once()  # a-first takes the free node; a-second would need the borrower's
+    for job in (b_own, borrower, a_first, a_second):
+        job.refresh_from_db()
+    assert a_first.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING)
+    assert borrower.status == JobStatus.RUNNING
+    assert a_second.status == JobStatus.QUEUING and not a_second.nominated_nodes
+    assert "until idle jobs have run their minimum runtime" in a_second.waiting_reason
+    policy.starved_min_runtime_s = 0
+    policy.save()
+    schedule_once()
+    borrower.refresh_from_db()
+    a_second.refresh_from_db()
+    assert borrower.status == JobStatus.PREEMPTED
+    assert a_second.nominated_nodes
