@@ -224,20 +224,23 @@ def policy_flag(value: Any, field: str, label: str) -> bool:
     raise refuse(field, f"{label} is on or off (true or false), got {_shown(value)}.")
 
 
-def starvation_hold_problem(starvation_hold: bool, starvation_s: int) -> str | None:
-    """Why a pool cannot have these two policies together: the hold extends the guard (None: it can)."""
-    return STARVATION_HOLD_NEEDS_GUARD if starvation_hold and starvation_s <= 0 else None
-
-
 STARVED_RUNTIME_NEEDS_GUARD = (
     "The starved minimum runtime protects jobs the starvation guard let start: set a starvation time above 0 "
     "first (or set it to 0)."
 )
 
 
-def starved_runtime_problem(starved_min_runtime_s: int, starvation_s: int) -> str | None:
-    """Why a pool cannot protect starved runs: there is no guard to say which jobs starved (None: it can)."""
-    return STARVED_RUNTIME_NEEDS_GUARD if starved_min_runtime_s > 0 and starvation_s <= 0 else None
+def guard_extension_problems(*, starvation_s: int, starvation_hold: bool, starved_min_runtime_s: int) -> dict[str, str]:
+    """Field -> why, for the policies that extend the starvation guard (the hold, the minimum runtime after
+    starving) set while the guard is off; empty when the pool can have them."""
+    if starvation_s > 0:
+        return {}
+    problems = {}
+    if starvation_hold:
+        problems["starvation_hold"] = STARVATION_HOLD_NEEDS_GUARD
+    if starved_min_runtime_s > 0:
+        problems["starved_min_runtime_s"] = STARVED_RUNTIME_NEEDS_GUARD
+    return problems
 
 
 def grace_seconds_value(value: Any, field: str = "grace_seconds") -> float | None:

@@ -2,9 +2,10 @@
 
 - Minimum runtime (`Policy.min_runtime_s`, and `starved_min_runtime_s` for a run that began after the
   job's wait passed `starvation_s`, Tidepool's extension): `protected_until` says whether a Not in
-  Quota job is still protected from reclaim, and until when. Protection depends only on the snapshot (`now` and the job's
-  start), so protected jobs are simply left out of the candidates (the victim index included); the
-  cycle keeps them aside to word the reason of a job that only they could make room for.
+  Quota job is still protected from reclaim, and until when. Protection depends only on the snapshot
+  (`now`, the job's start and queue time), so protected jobs are simply left out of the candidates
+  (the victim index included); the cycle keeps them aside to word the reason of a job that only they
+  could make room for.
 - `PolicySteps`: the two steps of the cycle (`_Cycle` inherits them) that use these.
 - Fair share of idle capacity (`Policy.idle_share = fair`): `fair_idle_order` yields the idle pass's
   jobs highest priority first, then lowest borrowed share of their quota, then pending order,

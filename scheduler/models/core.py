@@ -28,7 +28,7 @@ from scheduler.states import (
     PodStatus,
     choices,
 )
-from scheduler.validation import MAX_GRACE_SECONDS, starvation_hold_problem, starved_runtime_problem
+from scheduler.validation import MAX_GRACE_SECONDS, guard_extension_problems
 
 GRACE_SECONDS_MAX = MAX_GRACE_SECONDS  # the longest grace period a job may ask for (SIGTERM → SIGKILL)
 
@@ -463,12 +463,10 @@ class PoolPolicy(models.Model):
 
     def clean(self) -> None:
         """The admin's check; the console's `pool_policy_set` refuses the same (scheduler.validation)."""
-        problem = starvation_hold_problem(self.starvation_hold, self.starvation_s or 0)
-        if problem:
-            raise ValidationError({"starvation_hold": problem})
-        problem = starved_runtime_problem(self.starved_min_runtime_s or 0, self.starvation_s or 0)
-        if problem:
-            raise ValidationError({"starved_min_runtime_s": problem})
+        problems = guard_extension_problems(starvation_s=self.starvation_s or 0, starvation_hold=self.starvation_hold,
+                                            starved_min_runtime_s=self.starved_min_runtime_s or 0)
+        if problems:
+            raise ValidationError({field: [problem] for field, problem in problems.items()})
 
     def __str__(self) -> str:
         return f"{self.resource_type} policies"

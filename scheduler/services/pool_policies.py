@@ -75,12 +75,12 @@ def policy_values(
         "starved_min_runtime_s": validation.policy_seconds(starved_min_runtime_s, "starved_min_runtime_s",
                                                            "Minimum runtime after starving"),
     }
-    problem = validation.starvation_hold_problem(values["starvation_hold"], values["starvation_s"])
-    if problem:
-        raise validation.refuse("starvation_hold", problem)
-    problem = validation.starved_runtime_problem(values["starved_min_runtime_s"], values["starvation_s"])
-    if problem:
-        raise validation.refuse("starved_min_runtime_s", problem)
+    problems = validation.guard_extension_problems(
+        starvation_s=values["starvation_s"], starvation_hold=values["starvation_hold"],
+        starved_min_runtime_s=values["starved_min_runtime_s"])
+    if problems:
+        field, problem = next(iter(problems.items()))  # the first one, as for every other field
+        raise validation.refuse(field, problem)
     return values
 
 

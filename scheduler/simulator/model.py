@@ -39,12 +39,13 @@ class ReplayConfig:
         self.engine_policy()  # checks the policy values
 
     def engine_policy(self) -> Policy:
-        if self.idle_share not in IDLE_SHARES or self.min_runtime_s < 0 or self.starvation_s < 0:
-            raise ValueError("idle share is fifo or fair; min runtime and starvation must not be negative")
+        if self.idle_share not in IDLE_SHARES or min(self.min_runtime_s, self.starvation_s,
+                                                     self.starved_min_runtime_s) < 0:
+            raise ValueError("idle share is fifo or fair; min runtimes and starvation must not be negative")
         if self.starvation_hold and self.starvation_s <= 0:
             raise ValueError("the starvation hold needs a starvation time (--starvation)")
-        if self.starved_min_runtime_s < 0 or (self.starved_min_runtime_s > 0 and self.starvation_s <= 0):
-            raise ValueError("the starved minimum runtime needs a starvation time (--starvation) and is not negative")
+        if self.starved_min_runtime_s > 0 and self.starvation_s <= 0:
+            raise ValueError("the starved minimum runtime needs a starvation time (--starvation)")
         return Policy(idle_share=self.idle_share, min_runtime_s=self.min_runtime_s, starvation_s=self.starvation_s,
                       starvation_hold=self.starvation_hold, starved_min_runtime_s=self.starved_min_runtime_s)
 

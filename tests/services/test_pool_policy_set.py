@@ -180,6 +180,10 @@ def test_the_admin_refuses_a_minimum_runtime_after_starving_without_a_guard():
     with pytest.raises(ValidationError) as refused:
         PoolPolicy(resource_type="general", starvation_s=0, starved_min_runtime_s=60).full_clean()
     assert refused.value.message_dict == {"starved_min_runtime_s": [STARVED_RUNTIME_NEEDS_GUARD]}
+    with pytest.raises(ValidationError) as both:
+        PoolPolicy(resource_type="general", starvation_hold=True, starved_min_runtime_s=60).full_clean()
+    assert both.value.message_dict == {"starvation_hold": [STARVATION_HOLD_NEEDS_GUARD],
+                                       "starved_min_runtime_s": [STARVED_RUNTIME_NEEDS_GUARD]}
     PoolPolicy(resource_type="general", starvation_s=60, starved_min_runtime_s=60).full_clean()
 
 
