@@ -52,7 +52,11 @@ def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, fro
     if now is None or all(p.starvation_s <= 0 for p in policies):
         return starving, avoid
     drained: set[NodeState] = set()
-    undrained = [n for n in cycle.capacity.nodes.values() if n.schedulable]  # schedulable, in no drain set yet
+    # Schedulable nodes in no drain set yet, in drain-set order (free GPUs do not change in this step).
+    undrained = sorted((n for n in cycle.capacity.nodes.values() if n.schedulable), key=lambda n: (-n.free_g, n.name))
+    # Gangs (pool, model, pod sizes) that found no prefix: the undrained nodes only shrink, so neither
+    # will any later job of the same gang shape in this cycle.
+    no_prefix: set[tuple] = set()
     kept: frozenset[NodeState] = frozenset()
     held_quotas: set[str] = set()  # starvation_hold: quotas with a holder already
     # inq counts nominated jobs (DESIGN §2): charged while deciding who fits in quota, then taken back
@@ -78,16 +82,16 @@ def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, fro
         if hold is not None:
             holds[job.name] = hold
             held_quotas.add(job.quota)
-        nodes = sorted((n for n in undrained if n.pool == demand.pool
-                        and (demand.model is None or n.model == demand.model)),
-                       key=lambda n: (-n.free_g, n.name))
-        prefix = _shortest_prefix(demand, nodes)
+        gang = (demand.pool, demand.model, tuple(size[1:] for size in demand.order))
+        prefix = [] if gang in no_prefix else _shortest_prefix(demand, [
+            n for n in undrained if n.pool == demand.pool and (demand.model is None or n.model == demand.model)])
         if prefix:
             starving[job.name] = tuple(n.name for n in prefix)
             drained.update(prefix)
             kept = frozenset(drained)
             undrained = [n for n in undrained if n not in drained]
         else:
+            no_prefix.add(gang)
             starving[job.name] = ()
     for demand, model in nominated:
         cycle.quotas.release(demand.job.quota, demand.request(model))
