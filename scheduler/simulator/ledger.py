@@ -92,11 +92,19 @@ class Ledger:
             for _, model in cls.models
         )
 
-    def offered(self, cls: JobClass, now: float, starvation_s: float) -> int:
+    def offered(self, cls: JobClass, now: float, starvation_s: float, hold: bool = False) -> int:
         """How many of the class's queue go into the snapshot: its bound, or with a starvation guard the
-        starving jobs at its head that could get a drain set, if more (only they can: replay.py)."""
+        starving jobs at its head that could get a drain set, if more (only they can: replay.py).
+
+        With the starvation hold, a class's head that waited past the guard goes in as well: its
+        quota's holder is the first such job of the quota whose request the guarantee could take, and
+        a class shares one request, so the holder is always a class's head (engine/starvation.py)."""
         bound = self.bound(cls)
-        if starvation_s <= 0 or bound >= len(cls.queue) or not self.may_fit_in_quota(cls):
+        if starvation_s <= 0 or bound >= len(cls.queue):
+            return bound
+        if hold and cls.in_quota and bound == 0 and now - cls.queue[0][0] > starvation_s:
+            bound = 1
+        if not self.may_fit_in_quota(cls):
             return bound
         return max(bound, min(starving_count(cls.queue, now, starvation_s), self.drain_sets_at_most(cls)))
 

@@ -130,11 +130,11 @@ class _Replay:
         self.last_event = 0.0
         self.feasible_cache: dict[tuple, bool] = {}
         self.policy = config.engine_policy()
-        # With a guard every starving job goes into the snapshot too (`_select`); under fifo a quota's queue
-        # stops at its blocked head, so there the guard turns pruning off. preempt_within (demotions add headroom
-        # and candidates within a cycle) and a starvation hold (it takes headroom) defeat the bound: no pruning.
-        self.prune = config.prune and (config.starvation_s <= 0 or not self.fifo) and not (
-            config.preempt_within or config.starvation_hold)
+        # With a guard every starving job goes into the snapshot too (`_select`), and with the hold every class
+        # head that could be its quota's holder; under fifo a quota's queue stops at its blocked head, so there
+        # the guard turns pruning off. preempt_within (demotions add headroom and candidates within a cycle)
+        # defeats the bound: no pruning.
+        self.prune = config.prune and (config.starvation_s <= 0 or not self.fifo) and not config.preempt_within
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -365,7 +365,7 @@ class _Replay:
             return [sims[index] for cls in self.nonempty.values() for _, _, index in cls.queue]
         selected: list[SimJob] = []
         for cls in self.nonempty.values():
-            offered = self.ledger.offered(cls, self.now, self.config.starvation_s)
+            offered = self.ledger.offered(cls, self.now, self.config.starvation_s, self.config.starvation_hold)
             selected.extend(sims[index] for _, _, index in cls.queue[:offered])
         return selected
 

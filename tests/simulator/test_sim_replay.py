@@ -255,6 +255,7 @@ ENGINE_POLICIES = {
     "starvation": {"starvation_s": 900.0},
     "min-runtime": {"min_runtime_s": 600.0},
     "starved-min-runtime": {"starvation_s": 900.0, "starved_min_runtime_s": 3600.0},
+    "hold": {"starvation_s": 600.0, "starvation_hold": True},
     "fair": {"idle_share": "fair"},
     "safe-point": {"safe_point": True},
     "preempt-within": {"preempt_within": True},
