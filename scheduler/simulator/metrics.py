@@ -16,7 +16,8 @@
   finished, (end of the replay - submission + duration) / max(duration, 10 s), a lower bound.
 - By job size (GPUs: 1, 2-4, 5-8, 9-16, 17-31, 32+) and by quota: wait and slowdown, mean, p50,
   p95, p99 and max; per quota also the p95 wait of each job size it submitted (the starvation
-  check: a quota's 32+-GPU jobs against its 1-GPU jobs). Jain's fairness index of the per-quota mean slowdowns:
+  check, `gang_starvation`: in each quota with both, its 32+-GPU jobs' p95 wait against its 1-GPU
+  jobs', met when at most twice as long, issue 13's criterion). Jain's fairness index of the per-quota mean slowdowns:
   (sum x)^2 / (n sum x^2), 1 when every quota's jobs are slowed alike, 1/n at worst.
 - GPU-hours lost to preemption: redone work, grace periods and restart overhead.
 - Reclaim latency: for runs that had to reclaim (were nominated), the time from entering the queue
@@ -30,7 +31,7 @@ Percentiles interpolate linearly between order statistics (numpy's default), so 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .model import JobOutcome, ReplayResult
 
@@ -132,6 +133,17 @@ def by_quota(jobs: Sequence[JobOutcome], end_s: float) -> dict[str, dict]:
     return out
 
 
+def gang_starvation(quotas: Mapping[str, dict]) -> dict[str, dict]:
+    """Issue 13's check of large gangs in each quota that has both 32+-GPU and 1-GPU jobs: the p95
+    wait of its 32+ jobs against its 1-GPU jobs'; `met` when at most twice as long."""
+    out = {}
+    for team, figures in quotas.items():
+        p95 = figures["wait_p95_by_size_s"]
+        if "32+" in p95 and "1" in p95:
+            out[team] = {"p95_32_s": p95["32+"], "p95_1_s": p95["1"], "met": p95["32+"] <= 2 * p95["1"]}
+    return out
+
+
 def held_gpu_seconds(allocation: Sequence[tuple[float, int]], start: float, end: float) -> float:
     """Integral of the allocated-GPUs step function over [start, end]."""
     total = 0.0
@@ -212,6 +224,7 @@ def figures(result: ReplayResult) -> dict:
         "by_size": by_size(jobs, result.end_s),
         "by_quota": quotas,
         "jain_slowdown": _round(jain([q["slowdown"]["mean"] for q in quotas.values()]) or 0.0, 4),
+        "gang_starvation": gang_starvation(quotas),
         "mean_jct_s": _round(sum(j.end_s - j.submit_s for j in finished) / len(finished)) if finished else None,
         "preemptions": result.preemptions,
         "preempted_jobs": sum(1 for job in jobs if job.preemptions),

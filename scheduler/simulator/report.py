@@ -79,6 +79,9 @@ FIGURE_ROWS: tuple[tuple[str, Render], ...] = (
          lambda f, label=label: f"({f['by_size'][label]['n']:,}) " + _percentiles(f["by_size"][label]["wait_s"]))
         for label, _, _ in SIZE_BUCKETS
     ),
+    ("32+ vs 1 GPU p95 wait, per quota (met: at most 2x)", lambda f: "; ".join(
+        f"{team} {duration(g['p95_32_s'])} vs {duration(g['p95_1_s'])} ({'met' if g['met'] else 'not met'})"
+        for team, g in f["gang_starvation"].items()) or "–"),
     ("Jain's index of per-quota mean slowdown", lambda f: f"{f['jain_slowdown']:.4f}"),
     ("mean JCT", lambda f: duration(f["mean_jct_s"])),
     ("wait by priority: (n) mean / p95 / max", lambda f: "; ".join(

@@ -8,6 +8,7 @@ from scheduler.simulator.metrics import (
     allocation_series,
     by_quota,
     by_size,
+    gang_starvation,
     held_gpu_seconds,
     jain,
     percentile,
@@ -117,3 +118,18 @@ def test_groups_by_size_and_quota():
     assert quotas["a"]["wait_p95_by_size_s"] == {"1": 0.0, "32+": 300.0}
     assert quotas["b"]["wait_p95_by_size_s"] == {"1": 100.0}
     assert jain([2.5, 2.0]) == pytest.approx(20.25 / 20.5)
+
+
+def test_gang_starvation_compares_each_quotas_large_gangs_with_its_one_gpu_jobs():
+    jobs = [
+        outcome("a1", "a", 1, 0, 100, end=200, queued=100),
+        outcome("a2", "a", 32, 0, 100, end=300, queued=200),  # twice a's 1-GPU p95: met
+        outcome("b1", "b", 1, 0, 100, end=200, queued=100),
+        outcome("b2", "b", 64, 0, 100, end=301, queued=201),  # a second more than twice: not met
+        outcome("c1", "c", 32, 0, 100, end=100),  # no 1-GPU jobs to compare with: not judged
+        outcome("d1", "d", 1, 0, 100, end=100),
+    ]
+    assert gang_starvation(by_quota(jobs, end_s=400)) == {
+        "a": {"p95_32_s": 200.0, "p95_1_s": 100.0, "met": True},
+        "b": {"p95_32_s": 201.0, "p95_1_s": 100.0, "met": False},
+    }
