@@ -128,11 +128,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
     """Load, replay every policy at every scale, print the figures, write the report; returns the closing JSON."""
-    policies = [p.strip() for p in str(options["policy"]).split(",") if p.strip()]
-    unknown = [p for p in policies if p.split("+")[0] not in POLICIES]
-    if unknown or not policies:
-        raise SimulationError(f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(POLICIES)}")
-    _check_columns(options, policies)
+    policies = policy_columns(options)
     scales = list(options.get("sweep_scales") or SWEEP_SCALES) if options.get("sweep") else [float(options["scale"])]
     jobs, trace_name = load_jobs(options)
     if not jobs:
@@ -205,13 +201,19 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
     return closing
 
 
-def _check_columns(options: Mapping[str, Any], policies: list[str]) -> None:
-    """A bad modifier, or a policy setting that needs another one, is said before any replay."""
+def policy_columns(options: Mapping[str, Any]) -> list[str]:
+    """The `--policy` columns, checked before any replay: an unknown policy, a bad modifier, or a policy
+    setting that needs another one is a SimulationError saying so."""
+    policies = [p.strip() for p in str(options["policy"]).split(",") if p.strip()]
+    unknown = [p for p in policies if p.split("+")[0] not in POLICIES]
+    if unknown or not policies:
+        raise SimulationError(f"unknown policy {', '.join(unknown) or '(none)'}; choose from {', '.join(POLICIES)}")
     for spec in policies:
         try:
             replay_config(variant_options(options, spec), spec.split("+")[0], spec)
         except ValueError as exc:
             raise SimulationError(f"{spec}: {exc}") from None
+    return policies
 
 
 def replay_config(options: Mapping[str, Any], policy: str, label: str) -> ReplayConfig:

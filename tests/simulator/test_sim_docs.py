@@ -41,6 +41,4 @@ def test_a_documented_command_parses_and_its_columns_are_valid(command):
     parser = argparse.ArgumentParser(exit_on_error=False)
     cli.add_arguments(parser)
     options = vars(parser.parse_args(shlex.split(command[len(prefix):])))
-    policies = [p for p in options["policy"].split(",") if p]
-    assert all(p.split("+")[0] in cli.POLICIES for p in policies), command
-    cli._check_columns(options, policies)  # raises SimulationError on a bad modifier or setting
+    assert cli.policy_columns(options)  # raises SimulationError on an unknown policy, modifier or setting
