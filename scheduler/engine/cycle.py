@@ -442,10 +442,12 @@ class _Cycle(WithinQuota, PolicySteps):
             self._victim_index.take(victim)
         for node, g, c, m in victim.pods:
             self.capacity.release(node, g, c, m, victim.job.name)
-        self.quotas.release(victim.quota, victim.request)
         name = victim.job.name
         if victim.job.in_quota and name not in self.demoted_now:
-            self.quotas.demote(victim.quota, victim.request)  # an In Quota victim frees its guarantee too
+            # An In Quota victim (§2b) stops counting against its quota once chosen; a Not in Quota one
+            # keeps counting towards `max` until the cycle ends: its pods still run.
+            self.quotas.release(victim.quota, victim.request)
+            self.quotas.demote(victim.quota, victim.request)
         self.decisions.preempted[name] = Preemption(name, demand.job.name, demand.job.quota, victim.job.in_quota)
         # more capacity is being released now, on the victim's nodes
         self.no_released_room.forget({(node.pool, node.model) for node, *_ in victim.pods})

@@ -6,10 +6,19 @@ Per quota Q, for Q's whole subtree:
 Terminating jobs and this cycle's victims count in neither: their capacity is on its way back.
 
 A job *fits in quota* when for Q and every ancestor `inq + request <= min` (a key left out of `min`
-counts as 0) and, where Q or an ancestor has a `max`, `used + request <= max` (a key left out of
-`max` is not capped). Every quota keeps its chain (itself, then its ancestors) so a check costs
-O(depth) and never walks the tree. What is kept is `room` = `min − inq` per resource, so the check
-is one comparison per resource and level.
+counts as 0), `own(Q) + request <= ownmin(Q)`, and, where Q or an ancestor has a `max`,
+`used + request <= max` (a key left out of `max` is not capped). Every quota keeps its chain (itself,
+then its ancestors) so a check costs O(depth) and never walks the tree. What is kept is `room` =
+`min − inq` per resource, so the check is one comparison per resource and level.
+
+A guarantee given to a child is the child's: a quota with children keeps only `ownmin` = its `min`
+minus its children's `min` for the jobs submitted to exactly it. That is one more level at the head of
+its chain (`QuotaNode.own`), charged only by those jobs, so every walk of the chain (checks, charges,
+promotion, demotion, holds) applies the rule with no code of its own. A leaf's `ownmin` is its `min`
+and its own use its subtree's, so a leaf has no such level.
+
+Victims and `max`: a Not in Quota victim chosen this cycle keeps counting in `used` until the cycle
+ends (its pods still run); an In Quota victim stops counting against its quota once chosen.
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ class QuotaNode:
     room: dict[str, int] = field(default_factory=dict)  # min − inq: what In Quota jobs may still take
     held: dict[str, int] = field(default_factory=dict)  # starvation_hold: taken from `room` for starving jobs
     used: dict[str, int] = field(default_factory=dict)
+    own: bool = False  # the level of what a parent keeps for its own jobs (`ownmin`), not a quota of its own
+    own_level: QuotaNode | None = None  # a parent's own level (its chain's head), None for a leaf
 
     def __post_init__(self) -> None:
         self.room = dict(self.min)
@@ -51,6 +62,15 @@ def pool_capacity(nodes: Iterable[Node], pool: str) -> dict[str, int]:
         if node.pool == pool:
             add_into(total, vector(node.gpus, node.gpu_type, node.cpu_m, node.memory_mib))
     return total
+
+
+def own_min(quota_min: Resources, children_min: Iterable[Resources]) -> dict[str, int]:
+    """`ownmin` (DESIGN §2): what a quota keeps for the jobs submitted to exactly it, per resource —
+    its `min` less its children's (never below 0; a tree whose children ask more is refused anyway)."""
+    kept = dict(quota_min)
+    for child in children_min:
+        add_into(kept, child, sign=-1)
+    return {key: max(0, amount) for key, amount in kept.items()}
 
 
 def states_no_min(quota: Quota) -> bool:
@@ -87,6 +107,16 @@ class QuotaTree:
                 if len(chain) > len(self._nodes):
                     raise ValueError(f"quota {qnode.name}: its parents form a cycle")
             qnode.chain = tuple(chain)
+        children: dict[str, list[QuotaNode]] = {}
+        for qnode in self._nodes.values():
+            if qnode.parent in self._nodes:
+                children.setdefault(qnode.parent, []).append(qnode)
+        for name, kids in children.items():
+            parent = self._nodes[name]
+            own = QuotaNode(name=name, parent=None, pool=parent.pool, max=None, own=True,
+                            min=own_min(parent.min, (kid.min for kid in kids)))
+            parent.chain = (own, *parent.chain)  # only the parent's own jobs pass through its own level
+            parent.own_level = own
         self.holders: dict[str, tuple[str, Resources]] = {}  # starvation_hold: job -> (quota, request)
         self.holding: dict[str, tuple[str, dict[str, int]]] = {}  # job -> (quota, what it holds now)
 
@@ -109,12 +139,12 @@ class QuotaTree:
             for key, need in items:
                 if need > room.get(key, 0):
                     return QuotaFull(qnode.name, key, need, room.get(key, 0), qnode.min.get(key, 0),
-                                     qnode.held.get(key, 0))
+                                     qnode.held.get(key, 0), own=qnode.own)
         return None
 
     def could_fit(self, name: str, request: Resources) -> bool:
-        """The request is within the `min` of the quota and every ancestor: it fits in quota once they
-        hold nothing else."""
+        """The request is within the `min` of the quota and every ancestor, and within what the quota
+        keeps for its own jobs: it fits in quota once they hold nothing else."""
         return all(need <= qnode.min.get(key, 0) for qnode in self._nodes[name].chain for key, need in request.items())
 
     def max_shortfall(self, name: str, request: Resources) -> MaxReached | None:

@@ -58,13 +58,30 @@ class QuotaFull(Reason):
     left: int
     limit: int
     held: int = 0  # starvation_hold: of the guarantee not in use, what is kept for earlier starving jobs
+    own: bool = False  # the part of `min` the quota keeps for its own jobs (`ownmin`), not its subtree's
 
     def __str__(self) -> str:
+        if self.own:
+            return self._own_text()
         text = (
             f"quota {self.quota} full: needs {amount_in_units(self.key, self.need)} {unit_name(self.key)}, "
             f"{amount_in_units(self.key, max(self.left, 0))} left of {amount_in_units(self.key, self.limit)}"
         )
         if self.held > 0:  # names no job: members may not see other workspaces' jobs
+            text += f" ({amount_in_units(self.key, self.held)} kept for earlier jobs that have waited too long)"
+        return text
+
+    def _own_text(self) -> str:
+        """DESIGN §2: a child's guarantee is the child's; a job of the parent itself fits in quota only
+        within what the parent keeps for itself."""
+        units = unit_name(self.key)
+        if self.limit <= 0:
+            return (f"quota {self.quota} keeps no {units} for its own jobs (its whole min is its child quotas' "
+                    f"guarantee): runs on idle resources only")
+        text = (f"quota {self.quota} full for its own jobs: needs {amount_in_units(self.key, self.need)} {units}, "
+                f"{amount_in_units(self.key, max(self.left, 0))} left of the {amount_in_units(self.key, self.limit)} "
+                f"it keeps beside its child quotas' guarantees")
+        if self.held > 0:
             text += f" ({amount_in_units(self.key, self.held)} kept for earlier jobs that have waited too long)"
         return text
 
