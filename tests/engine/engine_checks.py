@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
-from scheduler.engine.quota import effective_min
+from scheduler.engine.quota import effective_min, own_min
 from scheduler.engine.resources import add_into, vector
 from scheduler.engine.types import (
     IDLE_ACCEPTABLE,
@@ -74,6 +74,13 @@ def subtree_totals(snapshot: Snapshot, jobs: list[Job]) -> dict[str, dict[str, i
     return totals
 
 
+def snapshot_quota_max(snapshot: Snapshot, name: str) -> dict[str, int] | None:
+    for q in snapshot.quotas:
+        if q.name == name:
+            return dict(q.max) if q.max is not None else None
+    return None
+
+
 def check_snapshot(snapshot: Snapshot) -> None:
     """What a consistent snapshot satisfies (inputs of the property tests, and every later state)."""
     nodes = {n.name: n for n in snapshot.nodes}
@@ -105,6 +112,15 @@ def check_snapshot(snapshot: Snapshot) -> None:
         minimum = effective_min(quotas[name], snapshot.nodes)
         for key, amount in total.items():
             assert amount <= minimum.get(key, 0), f"In Quota use of {name} over its min: {key} {amount}"
+    children: dict[str, list[str]] = defaultdict(list)
+    for q in snapshot.quotas:
+        if q.parent in quotas:
+            children[q.parent].append(q.name)
+    for name, kids in children.items():  # a child's guarantee is the child's: a parent's own jobs keep to ownmin
+        kept = own_min(effective_min(quotas[name], snapshot.nodes), (quotas[k].min for k in kids))
+        own = subtree_totals(snapshot, [j for j in in_quota if j.quota == name]).get(name, {})
+        for key, amount in own.items():
+            assert amount <= kept.get(key, 0), f"In Quota use of {name}'s own jobs over its ownmin: {key} {amount}"
     using = [j for j in snapshot.jobs if j.phase in (RUNNING, NOMINATED)]
     for name, total in subtree_totals(snapshot, using).items():
         maximum = quotas[name].max
@@ -145,6 +161,18 @@ def check_decisions(snapshot: Snapshot, decisions: Decisions) -> None:
     for name in decisions.promoted:
         job = jobs[name]
         assert job.phase == RUNNING and not job.in_quota and job.idle == IDLE_ACCEPTABLE
+    # Victims and max: a Not in Quota victim still counts towards max in its cycle (its pods still run),
+    # so what runs (less In Quota victims) plus what this cycle admits or nominates stays within max.
+    counted = [j for j in snapshot.jobs if j.phase in (RUNNING, NOMINATED)
+               and not (j.name in decisions.preempted and j.in_quota)]
+    counted += [replace(jobs[n], nodes=tuple(a.nodes)) for n, a in decisions.admitted.items() if jobs[n].phase == PENDING]
+    counted += [replace(jobs[n], nodes=tuple(nodes)) for n, nodes in decisions.nominated.items()
+                if jobs[n].phase == PENDING]
+    for name, total in subtree_totals(snapshot, counted).items():
+        maximum = snapshot_quota_max(snapshot, name)
+        for key, amount in total.items():
+            if maximum is not None and key in maximum:
+                assert amount <= maximum[key], f"{name} over its max this cycle, its victims counted: {key} {amount}"
     decided = set(decisions.admitted) | set(decisions.nominated)
     assert sorted(decisions.pending) == sorted(j.name for j in waiting if j.name not in decided)
     order = [(-jobs[n].priority, jobs[n].submitted_at, n) for n in decisions.pending]
