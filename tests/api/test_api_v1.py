@@ -275,3 +275,76 @@ def test_pools_and_their_policies_read_only(world: World, alice: Client) -> None
                                 "min_runtime_s": 600, "starvation_s": 3600, "starvation_hold": True,
                                 "starved_min_runtime_s": 7200}
     assert alice.post("/api/v1/pools/", {}, content_type="application/json").status_code == 405
+
+
+# What the first API's tests checked that the tests above did not; through the console's session,
+# which v1 accepts as the console's pages use it.
+
+
+def test_submit_records_who_and_how(world: World, alice_client: Client) -> None:
+    body = submission(environment={"SEED": "1"}, fault_tolerance=True)
+    response = alice_client.post("/api/v1/jobs/", body, content_type="application/json")
+    assert response.status_code == 201, response.json()
+    created = response.json()
+    job = Job.objects.get(pk=created["id"])
+    assert (job.name, job.quota, job.owner, job.priority, job.idle_mode, job.fault_tolerance, job.environment) == (
+        "resnet", world.team_vision, world.alice, 3, "acceptable", True, {"SEED": "1"})
+    assert created["status"] == JobStatus.QUEUING and [e["kind"] for e in created["events"]] == ["submitted", "queued"]
+
+
+@pytest.mark.parametrize(("override", "field"), [({"workspace": "language"}, "workspace"),
+                                                 ({"environment": {"1BAD": "x"}}, "environment"),
+                                                 ({"priority": 0}, "priority")])
+def test_session_submissions_refused_at_the_field(world: World, alice_client: Client, override, field) -> None:
+    response = alice_client.post("/api/v1/jobs/", submission(**override), content_type="application/json")
+    assert response.status_code == 400 and field in response.json(), response.json()
+    assert not Job.objects.exists()
+
+
+def test_job_list_queries_stay_constant(world: World, alice_client: Client) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert alice_client.get("/api/v1/jobs/").status_code == 200
+        return len(captured)
+
+    JobFactory(workspace=world.vision, quota=world.team_vision, running_on=world.gpu1)
+    few = count()
+    for _ in range(30):
+        JobFactory(workspace=world.vision, quota=world.team_vision, roles=[{"gpus": 1}, {"name": "ps", "gpus": 0}],
+                   running_on=world.gpu2)
+    assert count() == few
+
+
+def test_log_tail_follow_and_replaced_log(world: World, job: Job, alice_client: Client) -> None:
+    """The console's log card: the tail as a terminal shows it, then only what was appended, then a reset."""
+    (pod,) = make_running(job, world.gpu1)
+    path = Path(pod_log_path(pod))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"line {i}\n" for i in range(500)) + "progress 10%\rprogress 90%\n")
+    url = f"/api/v1/jobs/{job.pk}/logs/"
+    tail = alice_client.get(f"{url}?lines=3").json()
+    assert tail["pod"]["id"] == pod.pk and tail["reset"] is True
+    assert tail["text"] == "line 498\nline 499\nprogress 90%\n"
+    with path.open("a") as log:
+        log.write("step 1 done\nstep 2")
+    follow = alice_client.get(f"{url}?shown={pod.pk}&offset={tail['offset']}").json()
+    assert follow["text"] == "step 1 done\nstep 2" and follow["reset"] is False
+    assert alice_client.get(f"{url}?shown={pod.pk}&offset={follow['offset']}").json()["text"] == ""
+    path.write_text("new\n")  # replaced (e.g. rotated): the client is told to start over
+    restarted = alice_client.get(f"{url}?shown={pod.pk}&offset={follow['offset']}").json()
+    assert restarted["reset"] is True and restarted["text"] == "new\n"
+    other = JobFactory(workspace=world.vision, quota=world.team_vision)
+    (foreign_pod,) = make_running(other, world.gpu2)
+    assert alice_client.get(f"{url}?pod={foreign_pod.pk}").status_code == 400
+    assert bearer(world.bob).get(url).status_code == 404
+
+
+def test_quota_use_counts_up_the_tree_and_workspaces_list_their_quotas(world: World, alice_client: Client) -> None:
+    JobFactory(workspace=world.vision, quota=world.team_vision, roles=[{"gpus": 4}], running_on=world.gpu1)
+    tree = {q["name"]: q for q in alice_client.get("/api/v1/quotas/").json()}
+    assert tree["team-vision"]["usage"]["in_quota_gpus"] == 4 and tree["general"]["usage"]["in_quota_gpus"] == 4
+    (vision,) = alice_client.get("/api/v1/workspaces/").json()
+    assert vision["name"] == "vision" and sorted(vision["quotas"]) == ["general", "team-shared", "team-vision"]

@@ -1,5 +1,5 @@
-"""POST /api/jobs/ answers with the job's detail built from the rows the service just wrote: it must be
-exactly what GET /api/jobs/<id>/ shows (the texts this reader may read included), without reading the
+"""POST /api/v1/jobs/ answers with the job's detail built from the rows the service just wrote: it must be
+exactly what GET /api/v1/jobs/<id>/ shows (the texts this reader may read included), without reading the
 job back."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from django.test import Client
 
 from scheduler.models import JobEvent
 from scheduler.selectors.access import reason_for, shown_text
-from tests.api.test_api import submission
+from tests.api.v1_helpers import submission
 from tests.factories import JobFactory, World
 
 pytestmark = pytest.mark.django_db
@@ -38,10 +38,10 @@ def test_the_answer_is_the_detail_without_reading_the_job_back(world: World, rea
     body = submission(roles=[{"name": "master", "pod_count": 1, "gpus": 1, "cpu": "1.5", "memory_gib": 8},
                              {"name": "worker", "pod_count": 2, "gpus": 2, "cpu": 4, "memory_gib": "16.25"}])
     with statements() as sql:
-        created = client.post("/api/jobs/", body, content_type="application/json")
+        created = client.post("/api/v1/jobs/", body, content_type="application/json")
     assert created.status_code == 201, created.content
     answer = created.json()
-    assert answer == client.get(f"/api/jobs/{answer['id']}/").json()
+    assert answer == client.get(f"/api/v1/jobs/{answer['id']}/").json()
     assert [role["name"] for role in answer["roles"]] == ["master", "worker"] and answer["gpus"] == 5
     assert [e["kind"] for e in answer["events"]] == ["submitted", "queued"] and answer["pods"] == []
     reads = [q for q in sql if q.lstrip().upper().startswith("SELECT")]

@@ -1,4 +1,4 @@
-"""Hypothesis over POST /api/jobs/: whatever the body, the answer is 201 or 400 — never a 500."""
+"""Hypothesis over POST /api/v1/jobs/: whatever the body, the answer is 201 or 400 — never a 500."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ BODY = st.fixed_dictionaries(
 @given(body=st.one_of(BODY, BODY, JSONISH))
 def test_submit_never_answers_500(world: World, alice_client: Client, body: Any) -> None:
     before = Job.objects.count()
-    response = alice_client.post("/api/jobs/", json.dumps(body), content_type="application/json")
+    response = alice_client.post("/api/v1/jobs/", json.dumps(body), content_type="application/json")
     assert response.status_code in (201, 400), (response.status_code, body, response.content[:500])
     created = Job.objects.count() - before
     assert created == (1 if response.status_code == 201 else 0)

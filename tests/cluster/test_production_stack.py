@@ -80,8 +80,8 @@ class SocketWatcher(threading.Thread):
 
 def test_documented_stack_runs_reclaims_and_resumes(stack: Stack) -> None:
     alice = Api(stack, "alice", "tidepool-alice")
-    nodes = wait_for(lambda: [n for n in alice.get("/api/nodes/") if n["last_heartbeat"] and n["schedulable"]]
-                     if len(alice.get("/api/nodes/")) == 2 else None, 60, "both node workers to register")
+    nodes = wait_for(lambda: [n for n in alice.get("/api/v1/nodes/") if n["last_heartbeat"] and n["schedulable"]]
+                     if len(alice.get("/api/v1/nodes/")) == 2 else None, 60, "both node workers to register")
     assert sorted(n["name"] for n in nodes) == ["stack-a", "stack-b"]
     assert all(n["gpu_count"] == 2 and n["gpu_type"] == "A100" for n in nodes)
 
@@ -89,12 +89,12 @@ def test_documented_stack_runs_reclaims_and_resumes(stack: Stack) -> None:
     watcher.start()
     try:
         # A borrower takes every GPU of the pool on idle resources (team-research guarantees none).
-        status, borrower = alice.call("POST", "/api/jobs/", {
+        status, borrower = alice.call("POST", "/api/v1/jobs/", {
             "name": "borrower", "workspace": "vision", "quota": "team-research", "idle_mode": "only",
             "command": TRAIN, "fault_tolerance": True,
             "roles": [{"name": "worker", "pod_count": 2, "gpus": 2, "cpu": 1, "memory_gib": 1}]})
         assert status == 201, borrower
-        job = f"/api/jobs/{borrower['id']}/"
+        job = f"/api/v1/jobs/{borrower['id']}/"
 
         def checkpointed() -> dict | None:
             detail = alice.get(job)
@@ -107,12 +107,12 @@ def test_documented_stack_runs_reclaims_and_resumes(stack: Stack) -> None:
         saved_before = running["progress"]["last_checkpoint_step"]
 
         # The owner's In Quota job reclaims it.
-        status, owner = alice.call("POST", "/api/jobs/", {
+        status, owner = alice.call("POST", "/api/v1/jobs/", {
             "name": "owner", "workspace": "vision", "quota": "team-vision", "idle_mode": "off",
             "command": "echo owner; sleep 4",
             "roles": [{"name": "worker", "pod_count": 1, "gpus": 2, "cpu": 1, "memory_gib": 1}]})
         assert status == 201, owner
-        finished = wait_for(lambda: (d := alice.get(f"/api/jobs/{owner['id']}/"))["status"] == "Succeeded" and d,
+        finished = wait_for(lambda: (d := alice.get(f"/api/v1/jobs/{owner['id']}/"))["status"] == "Succeeded" and d,
                             60, "the owner's job to reclaim, run and succeed")
         # A finished job shows no admission badge (in_quota null); its admission is in its events.
         assert any(e["kind"] == "admitted" and "In Quota" in e["reason"] and "Not in Quota" not in e["reason"]

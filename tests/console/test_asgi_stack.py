@@ -60,7 +60,7 @@ async def test_a_static_file_is_served_with_caching_headers_without_reaching_dja
     assert inner.paths == []
 
 
-@pytest.mark.parametrize("path", ["/api/jobs/", "/static/console/no-such-file.css", "/"])
+@pytest.mark.parametrize("path", ["/api/v1/jobs/", "/static/console/no-such-file.css", "/"])
 async def test_other_paths_go_on_to_django(served, path):
     app, inner = served
     response = await get(app, path)

@@ -70,7 +70,7 @@ def test_detail_of_another_workspaces_job_is_404(world: World, alice_client: Cli
     assert alice_client.get(reverse("console:job_stop", args=[theirs.pk])).status_code == 404
     assert alice_client.post(reverse("console:job_stop", args=[theirs.pk])).status_code == 404
     assert alice_client.get(reverse("console:job_new") + f"?clone={theirs.pk}").status_code == 404
-    assert alice_client.get(f"/api/jobs/{theirs.pk}/log/").status_code == 404
+    assert alice_client.get(f"/api/v1/jobs/{theirs.pk}/logs/").status_code == 404
 
 
 def test_job_row_shows_quota_badge_nodes_and_restarts(world: World, alice_client: Client) -> None:

@@ -36,12 +36,12 @@ def test_a_requeued_preempted_job_shows_preempted_its_place_and_no_old_nodes(wor
     page = alice_client.get(f"/jobs/{job.pk}/").content.decode()
     assert "resumes automatically from its last checkpoint, #3 in the queue" in page
     assert 'id="stop-job"' in page and 'id="restart-job"' not in page  # it is queued: it can be stopped
-    api = alice_client.get(f"/api/jobs/{job.pk}/").json()
+    api = alice_client.get(f"/api/v1/jobs/{job.pk}/").json()
     assert (api["status"], api["resumes_automatically"], api["nodes"], api["preemption_count"]) == (
         "Preempted", True, [], 2)
     # It waits: the "pending" filter and the quota's pending count include it.
-    assert [j["id"] for j in alice_client.get("/api/jobs/?status=pending").json()["results"]] == [job.pk]
-    usage = next(q for q in alice_client.get("/api/quotas/").json() if q["name"] == "team-vision")["usage"]
+    assert [j["id"] for j in alice_client.get("/api/v1/jobs/?status=pending").json()["results"]] == [job.pk]
+    usage = next(q for q in alice_client.get("/api/v1/quotas/").json() if q["name"] == "team-vision")["usage"]
     assert (usage["pending_jobs"], usage["running_jobs"]) == (1, 0)
 
 
@@ -53,7 +53,7 @@ def test_a_job_that_stays_preempted_offers_restart_not_stop(world: World, alice_
     page = alice_client.get(f"/jobs/{job.pk}/").content.decode()
     assert 'id="restart-job"' in page and 'id="stop-job"' not in page
     assert "fault tolerance is off: restart it" in page
-    assert alice_client.post(f"/api/jobs/{job.pk}/stop/").status_code == 400
+    assert alice_client.post(f"/api/v1/jobs/{job.pk}/stop/").status_code == 400
 
 
 def test_finished_jobs_keep_no_admission_badge_and_run_time_adds_up(world: World, alice_client: Client):
@@ -76,9 +76,9 @@ def test_finished_jobs_keep_no_admission_badge_and_run_time_adds_up(world: World
     page = alice_client.get(f"/jobs/{done.pk}/").content.decode()
     assert 'id="last-admission">In Quota' in page and 'id="job-badges"><span class="badge status' in page
     assert "data-in-quota" not in page.split('id="job-badges"')[1].split("</div>")[0]
-    api = alice_client.get(f"/api/jobs/{running.pk}/").json()
+    api = alice_client.get(f"/api/v1/jobs/{running.pk}/").json()
     assert 5390 <= api["run_seconds"] <= 5410 and api["gpu_hours"] == pytest.approx(6.0, abs=0.01)
-    assert alice_client.get(f"/api/jobs/{done.pk}/").json()["in_quota"] is None
+    assert alice_client.get(f"/api/v1/jobs/{done.pk}/").json()["in_quota"] is None
 
 
 def test_preemptions_and_work_lost_on_the_job_page_and_the_dashboard(world: World, alice_client: Client):
@@ -99,7 +99,7 @@ def test_preemptions_and_work_lost_on_the_job_page_and_the_dashboard(world: Worl
     dashboard = alice_client.get("/").content.decode()
     card = dashboard.split('id="preemption-costs"')[1].split("</div>")[0]
     assert "8.0 / 1.0" in card and "1 preemption;" in card
-    api = alice_client.get(f"/api/jobs/{job.pk}/").json()["preemptions"][0]
+    api = alice_client.get(f"/api/v1/jobs/{job.pk}/").json()["preemptions"][0]
     assert (api["lost_steps"], api["lost_gpu_seconds"], api["settled"]) == (1046, 3600.0, True)
     assert api["reason"] == "reclaimed for a queued job of quota team-x"
 

@@ -69,7 +69,7 @@ def _bob_reads(world: World, borrower: Job) -> list[str]:
     bob = _client(world.bob)
     pages = ("/jobs/", f"/jobs/{borrower.pk}/", "/", "/nodes/", "/quotas/", "/jobs/?status=Preempted",
              "/nodes/?fragment=1", "/?fragment=1")
-    apis = ("/api/jobs/", f"/api/jobs/{borrower.pk}/", "/api/nodes/")
+    apis = ("/api/v1/jobs/", f"/api/v1/jobs/{borrower.pk}/", "/api/v1/nodes/")
     responses = [bob.get(path) for path in (*pages, *apis)]
     assert [r.status_code for r in responses] == [200] * len(responses)
     return [r.content.decode() for r in responses[: len(pages)]] + [json.dumps(r.json()) for r in responses[len(pages):]]
@@ -92,16 +92,16 @@ def test_pages_and_api_name_no_other_workspaces_job(world: World, recording_exec
     assert "reclaimed for a queued job of quota team-vision" in texts[1]  # the job page, its events
 
     # Alice waits for Bob's job to exit: she is told how many, not which.
-    alice_view = _client(world.alice).get(f"/api/jobs/{claimer.pk}/").json()
+    alice_view = _client(world.alice).get(f"/api/v1/jobs/{claimer.pk}/").json()
     assert alice_view["waiting_reason"] == "waiting for 1 preempted job to exit"
     assert "lang-borrow" not in json.dumps(alice_view)
     assert "lang-borrow" not in _client(world.alice).get(f"/jobs/{claimer.pk}/").content.decode()
 
     # Staff read the names, never the internal keys.
     staff = _client(world.admin)
-    assert staff.get(f"/api/jobs/{borrower.pk}/").json()["waiting_reason"] == (
+    assert staff.get(f"/api/v1/jobs/{borrower.pk}/").json()["waiting_reason"] == (
         f"reclaimed by quota team-vision for job {SECRET}")
-    assert staff.get(f"/api/jobs/{claimer.pk}/").json()["waiting_reason"] == "waiting for 1 job(s) to exit: lang-borrow"
+    assert staff.get(f"/api/v1/jobs/{claimer.pk}/").json()["waiting_reason"] == "waiting for 1 job(s) to exit: lang-borrow"
     assert f"for job {SECRET}" in staff.get(f"/jobs/{borrower.pk}/").content.decode()
 
     # Once the victim has exited: the borrower is queued again, and still nothing of Alice's shows.

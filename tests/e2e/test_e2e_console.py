@@ -68,7 +68,7 @@ def fill_job_form(page, *, name: str, command: str, quota: str, idle: str = "off
 
 
 def count_jobs(page, name: str) -> int:
-    response = page.request.get(f"/api/jobs/?q={name}")
+    response = page.request.get(f"/api/v1/jobs/?q={name}")
     assert response.ok
     return sum(1 for job in response.json()["results"] if job["name"] == name)
 
@@ -141,7 +141,7 @@ def test_idle_job_is_reclaimed_then_runs_again(
     bob.wait_for_url(re.compile(r"/jobs/\d+/$"))
     borrower = job_id_of(bob)
     # Whatever happens below, the borrower must not hold the pool for the tests that follow.
-    request.addfinalizer(lambda: bob.request.post(f"/api/jobs/{borrower}/stop/", headers=_csrf(bob)))
+    request.addfinalizer(lambda: bob.request.post(f"/api/v1/jobs/{borrower}/stop/", headers=_csrf(bob)))
 
     bob_watcher.goto("/jobs/")
     bob_watcher.evaluate("window.__notReloaded = true")
@@ -184,7 +184,7 @@ def test_idle_job_is_reclaimed_then_runs_again(
     assert "Preempted" in after and after[-1] == "Running/out", seen  # queued again, still Preempted
     assert not {s.split("/")[0] for s in after} & {"Restarting", "Queuing", "Failed"}, seen
     assert bob_watcher.evaluate("window.__notReloaded") is True
-    api = bob.request.get(f"/api/jobs/{borrower}/").json()
+    api = bob.request.get(f"/api/v1/jobs/{borrower}/").json()
     assert api["progress"]["attempt"] == api["attempt"] == 2 and api["progress"]["resumed_from_step"] == step
     assert (api["preemption_count"], api["restart_count"]) == (1, 0)
     assert step > 0 and api["preemptions"][0]["settled"]
@@ -207,7 +207,7 @@ def test_idle_job_is_reclaimed_then_runs_again(
         alice.goto(path)
         alice.wait_for_load_state("networkidle")
         screenshots(alice, name)
-    assert bob.request.post(f"/api/jobs/{borrower}/stop/", headers=_csrf(bob)).ok
+    assert bob.request.post(f"/api/v1/jobs/{borrower}/stop/", headers=_csrf(bob)).ok
 
 
 def test_bad_input_creates_nothing_and_workspaces_stay_apart(
@@ -221,7 +221,7 @@ def test_bad_input_creates_nothing_and_workspaces_stay_apart(
     bob.wait_for_selector('#live-indicator[data-state="live"]')
 
     # Bad input: errors at the fields, nothing created.
-    before = alice.request.get("/api/jobs/").json()["count"]
+    before = alice.request.get("/api/v1/jobs/").json()["count"]
     fill_job_form(alice, name="Not Valid!", quota="team-vision", gpus=16, command=" ")
     alice.click("#submit-job")
     alice.wait_for_selector("#form-error-summary")
@@ -233,7 +233,7 @@ def test_bad_input_creates_nothing_and_workspaces_stay_apart(
     alice.click("#submit-job")
     alice.wait_for_selector("#roles .error")
     assert "16" in alice.inner_text("#roles .error")
-    assert alice.request.get("/api/jobs/").json()["count"] == before
+    assert alice.request.get("/api/v1/jobs/").json()["count"] == before
     # No GPU without saying CPU-only: refused at the GPUs; ticking CPU-only sets them to 0.
     fill_job_form(alice, name="zero-gpus", quota="team-vision", gpus=0, command="sleep 1")
     alice.click("#submit-job")
@@ -242,7 +242,7 @@ def test_bad_input_creates_nothing_and_workspaces_stay_apart(
     alice.fill("#id_roles-0-gpus", "2")
     alice.check("#id_roles-0-cpu_only")
     assert alice.input_value("#id_roles-0-gpus") == "0"
-    assert alice.request.get("/api/jobs/").json()["count"] == before
+    assert alice.request.get("/api/v1/jobs/").json()["count"] == before
 
     # Alice's job runs; Bob sees none of it, neither in pages nor over his socket.
     fill_job_form(alice, name="vision-private", quota="team-vision", gpus=2, command="sleep 60")
@@ -255,7 +255,7 @@ def test_bad_input_creates_nothing_and_workspaces_stay_apart(
     assert not [f for f in frames if "vision-private" in f or f'data-job-id=\\"{private}\\"' in f]
     assert bob.locator(row(bob, private)).count() == 0
     assert bob.goto(f"/jobs/{private}/").status == 404
-    assert bob.request.get(f"/api/jobs/{private}/").status == 404
+    assert bob.request.get(f"/api/v1/jobs/{private}/").status == 404
     bob.goto("/nodes/")
     assert "vision-private" not in bob.content()
     bob.goto("/jobs/?workspace=1&workspace=2&q=vision")
@@ -297,7 +297,7 @@ def test_bad_input_creates_nothing_and_workspaces_stay_apart(
     admin.wait_for_selector("#confirm-dialog[open]")
     screenshots(admin, "node-drain-dialog")
     admin.goto("/quotas/")
-    assert alice.request.post(f"/api/jobs/{private}/stop/", headers=_csrf(alice)).ok
+    assert alice.request.post(f"/api/v1/jobs/{private}/stop/", headers=_csrf(alice)).ok
 
 
 def _csrf(page) -> dict[str, str]:

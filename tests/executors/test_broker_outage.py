@@ -50,7 +50,7 @@ def test_stop_during_a_broker_outage_answers_200(world: World, alice_client: Cli
     job = JobFactory(workspace=world.vision, quota=world.team_vision, roles=[{"gpus": 2}], running_on=world.gpu1)
     with caplog.at_level(logging.WARNING, logger="tidepool.executor"):
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
-            response = alice_client.post(f"/api/jobs/{job.pk}/stop/")
+            response = alice_client.post(f"/api/v1/jobs/{job.pk}/stop/")
     assert response.status_code == 200, response.content[:300]
     assert callbacks  # the termination send did run after commit, and failed
     job.refresh_from_db()

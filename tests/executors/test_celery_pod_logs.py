@@ -108,13 +108,13 @@ def test_console_reads_and_follows_a_log_on_the_node(postgres_db, redis_url, set
 
         # The API (the console's log card polls it): a tail, then follow by offset.
         began = time.monotonic()
-        tail = client.get(f"/api/jobs/{job.pk}/log/?lines=2").json()
+        tail = client.get(f"/api/v1/jobs/{job.pk}/logs/?lines=2").json()
         # Two answers, each taken as soon as the node replies (not after the 2 s wait for stragglers).
         assert time.monotonic() - began < pod_logs.NODE_ANSWER_TIMEOUT_S
         assert tail["pod"]["node"] == node and tail["reset"] is True
         assert tail["text"] == "".join(f"known line {i:04d} {'x' * 50}\n" for i in (LINES - 2, LINES - 1))
         assert tail["offset"] == first.offset
-        nothing_new = client.get(f"/api/jobs/{job.pk}/log/?shown={pod.pk}&offset={tail['offset']}").json()
+        nothing_new = client.get(f"/api/v1/jobs/{job.pk}/logs/?shown={pod.pk}&offset={tail['offset']}").json()
         assert (nothing_new["text"], nothing_new["offset"], nothing_new["reset"]) == ("", tail["offset"], False)
 
         go_file.touch()
@@ -125,7 +125,7 @@ def test_console_reads_and_follows_a_log_on_the_node(postgres_db, redis_url, set
             return job.status if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED) else None
 
         assert wait_for(finished, 20, "the job to finish") == JobStatus.SUCCEEDED
-        follow = client.get(f"/api/jobs/{job.pk}/log/?shown={pod.pk}&offset={tail['offset']}").json()
+        follow = client.get(f"/api/v1/jobs/{job.pk}/logs/?shown={pod.pk}&offset={tail['offset']}").json()
         assert follow["reset"] is False and follow["text"].startswith("last words: é\n")
         assert "known line" not in follow["text"]
         assert follow["offset"] == remote_path.stat().st_size
@@ -147,7 +147,7 @@ def test_console_reads_and_follows_a_log_on_the_node(postgres_db, redis_url, set
         with pytest.raises(LogUnavailable) as refused:
             read_pod_log(orphan, 0, 100)
         assert str(refused.value) == "node gpu-07 did not answer: the log is on the node; is its worker running?"
-        unavailable = client.get(f"/api/jobs/{job.pk}/log/?pod={orphan.pk}")
+        unavailable = client.get(f"/api/v1/jobs/{job.pk}/logs/?pod={orphan.pk}")
         assert unavailable.status_code == 503
         assert unavailable.json()["detail"] == str(refused.value) and unavailable.json()["pod"]["node"] == "gpu-07"
     finally:

@@ -30,7 +30,7 @@ def submission(**overrides: Any) -> dict[str, Any]:
 ])
 def test_paths_outside_the_workspace_root_are_refused(world: World, alice_client: Client, field: str,
                                                        value: str) -> None:
-    response = alice_client.post("/api/jobs/", submission(**{field: value}), content_type="application/json")
+    response = alice_client.post("/api/v1/jobs/", submission(**{field: value}), content_type="application/json")
     assert response.status_code == 400, response.content
     assert field in response.json(), response.json()
     assert Job.objects.count() == 0
@@ -38,7 +38,7 @@ def test_paths_outside_the_workspace_root_are_refused(world: World, alice_client
 
 def test_paths_inside_the_workspace_root_are_kept_normalised(world: World, alice_client: Client) -> None:
     root = workspace_data_root("vision")
-    response = alice_client.post("/api/jobs/", submission(checkpoint_dir="runs/./bert", code_mount=str(root / "code"),
+    response = alice_client.post("/api/v1/jobs/", submission(checkpoint_dir="runs/./bert", code_mount=str(root / "code"),
                                                           data_mount="data/../imagenet"),
                                  content_type="application/json")
     assert response.status_code == 201, response.content
@@ -48,7 +48,7 @@ def test_paths_inside_the_workspace_root_are_kept_normalised(world: World, alice
 
 
 def test_the_default_checkpoint_directory_is_the_jobs_uid_never_its_id(world: World, alice_client: Client) -> None:
-    first = alice_client.post("/api/jobs/", submission(), content_type="application/json").json()
+    first = alice_client.post("/api/v1/jobs/", submission(), content_type="application/json").json()
     job = Job.objects.get(pk=first["id"])
     assert job.checkpoint_dir.endswith(str(job.uid)) and f"job-{job.pk}" not in job.checkpoint_dir
 
@@ -57,7 +57,7 @@ def test_the_node_derives_the_default_checkpoint_directory_from_its_own_root(wor
                                                                             settings) -> None:
     from scheduler.node.specs import checkpoint_dir_here
 
-    created = alice_client.post("/api/jobs/", submission(), content_type="application/json").json()
+    created = alice_client.post("/api/v1/jobs/", submission(), content_type="application/json").json()
     job = Job.objects.get(pk=created["id"])
     settings.TIDEPOOL_CHECKPOINT_ROOT = "/shared/checkpoints"  # this node names the root differently
     assert checkpoint_dir_here(job) == f"/shared/checkpoints/{job.uid}"

@@ -38,7 +38,7 @@ def test_codes_on_jobs_events_and_the_api(two_teams, recording_executor, client)
     assert JobEvent.objects.get(job=borrower, kind=EventKind.PREEMPTED).code == "reclaimed"
 
     client.force_login(t["ana"])
-    answer = client.get(f"/api/jobs/{owner.pk}/").json()
+    answer = client.get(f"/api/v1/jobs/{owner.pk}/").json()
     assert answer["waiting_reason_code"] == "waiting_for_victims"
     assert {"kind": "nominated", "code": "waiting_for_victims"}.items() <= next(
         e for e in answer["events"] if e["kind"] == "nominated"

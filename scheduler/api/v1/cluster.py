@@ -1,55 +1,62 @@
-"""/api/v1/ quotas, nodes, workspaces and the caller: /api/'s reads behind v1's authentication; the
-pools and their policies (v1 only, read-only)."""
+"""/api/v1/ quotas, nodes, workspaces, pools and the caller: reads only (staff change quotas, nodes
+and pools on the console's pages)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from scheduler.api import views as base
 from scheduler.api.v1 import serializers as s
 from scheduler.api.v1.auth import BearerTokenAuthentication
 from scheduler.api.v1.views import V1, _errors
-from scheduler.selectors import user_workspaces
+from scheduler.selectors import node_grid, quota_tree, user_workspaces
 from scheduler.selectors.pools import pool_policy_rows
 
 
-class QuotaListView(V1, base.QuotaListView):
-    http_method_names = ["get", "head", "options"]
+def _quota_rows(pk: int | None = None) -> Any:
+    """The quota tree serialized (or its quota `pk`); parents are named, so the tree is read whole."""
+    tree = quota_tree()
+    names = {usage.quota.pk: usage.quota.name for usage in tree}
+    if pk is None:
+        return s.QuotaSerializer(tree, many=True, context={"names": names}).data
+    usage = next((u for u in tree if u.quota.pk == pk), None)
+    if usage is None:
+        raise Http404
+    return s.QuotaSerializer(usage, context={"names": names}).data
 
-    def get_permissions(self) -> list:
-        return [IsAuthenticated()]
 
+class QuotaListView(V1, APIView):
     @extend_schema(responses={200: s.QuotaSerializer(many=True), **_errors(401)},
                    summary="The quota tree, depth first, with each subtree's GPU use and jobs")
     def get(self, request: Request) -> Response:
-        return super().get(request)
+        return Response(_quota_rows())
 
 
-class QuotaDetailView(V1, base.QuotaDetailView):
-    http_method_names = ["get", "head", "options"]
-
+class QuotaDetailView(V1, APIView):
     @extend_schema(parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH, description="The quota's id.")],
                    responses={200: s.QuotaSerializer, **_errors(401, 404)}, summary="One quota with its use")
     def get(self, request: Request, pk: int) -> Response:
-        return super().get(request, pk)
+        return Response(_quota_rows(pk))
 
 
-class NodeListView(V1, base.NodeListView):
+class NodeListView(V1, APIView):
     @extend_schema(responses={200: s.NodeSerializer(many=True), **_errors(401)},
                    summary="Nodes with their GPUs and the job on each (names only of jobs the caller may see)")
     def get(self, request: Request) -> Response:
-        return super().get(request)
+        return Response(s.NodeSerializer(node_grid(user=request.user), many=True).data)
 
 
-class WorkspaceListView(V1, base.WorkspaceListView):
+class WorkspaceListView(V1, APIView):
     @extend_schema(responses={200: s.WorkspaceSerializer(many=True), **_errors(401)},
                    summary="The caller's workspaces (staff: all) and the quotas each may submit to")
     def get(self, request: Request) -> Response:
-        return super().get(request)
+        workspaces = user_workspaces(user=request.user).prefetch_related("quotas").order_by("name")
+        return Response(s.WorkspaceSerializer(workspaces, many=True).data)
 
 
 class PoolListView(V1, APIView):

@@ -1,16 +1,20 @@
-"""v1 representations: /api/'s serializers (scheduler.api.serializers) with the shapes their method
-fields return declared for the schema, plus what only v1 serves (logs, GPU samples, the caller).
-Field descriptions live in scheduler.api.v1.schema (DESCRIPTIONS), kept complete by a test."""
+"""/api/v1/'s representations. Read serializers take objects the selectors returned (with their
+prefetches); write serializers only check shapes and types — the services decide what is allowed.
+Method fields declare the shapes they return for the schema. Field descriptions live in
+scheduler.api.v1.schema (DESCRIPTIONS), kept complete by a test."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scheduler.api import serializers as base
+from scheduler import validation as v
+from scheduler.models import IdleMode, Job, JobType, Pod
 from scheduler.selectors import NodeGrid, QuotaUsage
+from scheduler.services.lifecycle import grace_seconds
 
 
 class ProgressSerializer(serializers.Serializer):
@@ -19,41 +23,6 @@ class ProgressSerializer(serializers.Serializer):
     last_checkpoint_at = serializers.FloatField(required=False, allow_null=True)
     resumed_from_step = serializers.IntegerField(required=False, allow_null=True)
     attempt = serializers.IntegerField(required=False, allow_null=True)
-
-
-class JobSerializer(base.JobSerializer):
-    pass
-
-
-class PodSerializer(base.PodSerializer):
-    pass
-
-
-class EventSerializer(base.EventSerializer):
-    pass
-
-
-class RoleSerializer(base.RoleSerializer):
-    pass
-
-
-class JobDetailSerializer(base.JobDetailSerializer):
-    progress = ProgressSerializer()
-    roles = RoleSerializer(many=True, source="roles.all")
-    pods = PodSerializer(many=True, source="pods.all")
-    events = EventSerializer(many=True, source="events.all")
-
-
-class RoleInputSerializer(base.RoleInputSerializer):
-    pass
-
-
-class JobSubmitSerializer(base.JobSubmitSerializer):
-    roles = RoleInputSerializer(many=True)
-
-
-class CloneSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100, required=False)
 
 
 class QuotaUsageSerializer(serializers.Serializer):
@@ -66,12 +35,6 @@ class QuotaUsageSerializer(serializers.Serializer):
     pending_jobs = serializers.IntegerField()
 
 
-class QuotaSerializer(base.QuotaSerializer):
-    @extend_schema_field(QuotaUsageSerializer)
-    def get_usage(self, usage: QuotaUsage) -> dict[str, int]:
-        return super().get_usage(usage)
-
-
 class GpuCellSerializer(serializers.Serializer):
     index = serializers.IntegerField()
     job_id = serializers.IntegerField(allow_null=True)
@@ -80,14 +43,295 @@ class GpuCellSerializer(serializers.Serializer):
     in_quota = serializers.BooleanField(allow_null=True)
 
 
-class NodeSerializer(base.NodeSerializer):
+class RoleSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    pod_count = serializers.IntegerField()
+    gpu_type = serializers.CharField(allow_blank=True)
+    gpus = serializers.IntegerField()
+    cpu = serializers.DecimalField(max_digits=10, decimal_places=3, coerce_to_string=False)
+    memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, coerce_to_string=False)
+    shared_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, coerce_to_string=False)
+    cpu_only = serializers.BooleanField()
+
+
+class JobSerializer(serializers.Serializer):
+    """A job as the list shows it."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    status = serializers.CharField()
+    in_quota = serializers.SerializerMethodField()
+    workspace = serializers.CharField(source="workspace.name")
+    quota = serializers.CharField(source="quota.name")
+    resource_type = serializers.CharField(source="quota.resource_type")
+    owner = serializers.SerializerMethodField()
+    job_type = serializers.CharField()
+    priority = serializers.IntegerField()
+    idle_mode = serializers.CharField()
+    gpus = serializers.IntegerField(source="total_gpus")
+    gpu_type = serializers.CharField()
+    nodes = serializers.SerializerMethodField()
+    fault_tolerance = serializers.BooleanField()
+    restart_count = serializers.IntegerField()
+    max_restarts = serializers.IntegerField()
+    preemption_count = serializers.IntegerField()
+    resumes_automatically = serializers.BooleanField()
+    grace_seconds = serializers.SerializerMethodField()
+    run_seconds = serializers.SerializerMethodField()
+    gpu_hours = serializers.SerializerMethodField()
+    queue_position = serializers.IntegerField(allow_null=True)
+    waiting_reason = serializers.CharField(source="shown_reason")
+    waiting_reason_code = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    queue_time = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def get_owner(self, job: Job) -> str | None:
+        return job.owner.username if job.owner else None
+
+    def get_grace_seconds(self, job: Job) -> float:
+        """The grace period its pods get (the job's own, else the cluster default)."""
+        return grace_seconds(job)
+
+    def get_run_seconds(self, job: Job) -> float:
+        """Run time of all attempts together."""
+        return round(job.total_run_seconds(), 1)
+
+    def get_gpu_hours(self, job: Job) -> float:
+        return round(job.total_gpu_seconds() / 3600, 3)
+
+    def get_in_quota(self, job: Job) -> bool | None:
+        """How the current attempt was admitted; null while waiting or once finished."""
+        return job.in_quota if job.attempt_open else None
+
+    def get_nodes(self, job: Job) -> list[str]:
+        if job.is_waiting:  # the pods of the previous attempt are history
+            return []
+        pods = getattr(job, "current_pods", None)
+        if pods is None:  # detail: every attempt is prefetched; the latest one is the job's attempt
+            pods = [pod for pod in job.pods.all() if pod.attempt == job.attempt]
+        return sorted({pod.node.name for pod in pods if pod.node is not None})
+
+
+class PodSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    role = serializers.CharField()
+    index = serializers.IntegerField()
+    rank = serializers.IntegerField()
+    attempt = serializers.IntegerField()
+    node = serializers.SerializerMethodField()
+    gpu_indices = serializers.ListField(child=serializers.IntegerField())
+    status = serializers.CharField()
+    exit_code = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def get_node(self, pod: Pod) -> str | None:
+        return pod.node.name if pod.node else None
+
+
+class EventSerializer(serializers.Serializer):
+    time = serializers.DateTimeField()
+    kind = serializers.CharField()
+    reason = serializers.CharField(source="shown_reason")
+    code = serializers.CharField()
+
+
+class PreemptionSerializer(serializers.Serializer):
+    """One preemption and the work it cost (steps and GPU time since the attempt's last checkpoint)."""
+
+    time = serializers.DateTimeField()
+    attempt = serializers.IntegerField()
+    kind = serializers.CharField()
+    reason = serializers.CharField(source="shown_reason")
+    gpus = serializers.IntegerField()
+    ran_gpu_seconds = serializers.FloatField()
+    lost_steps = serializers.IntegerField(allow_null=True)
+    lost_gpu_seconds = serializers.FloatField(allow_null=True)
+    step = serializers.IntegerField(allow_null=True)
+    checkpoint_step = serializers.IntegerField(allow_null=True)
+    settled = serializers.SerializerMethodField()
+
+    def get_settled(self, preemption: Any) -> bool:
+        """False while the pods are still exiting (the losses are measured once they have)."""
+        return preemption.settled_at is not None
+
+
+class JobDetailSerializer(JobSerializer):
+    image = serializers.CharField()
+    command = serializers.CharField()
+    environment = serializers.DictField(child=serializers.CharField())
+    data_mount = serializers.CharField()
+    code_mount = serializers.CharField()
+    max_running_minutes = serializers.IntegerField(allow_null=True)
+    checkpoint_dir = serializers.CharField()
+    progress = ProgressSerializer()
+    attempt = serializers.IntegerField()
+    roles = RoleSerializer(many=True, source="roles.all")
+    pods = PodSerializer(many=True, source="pods.all")
+    events = EventSerializer(many=True, source="events.all")
+    preemptions = PreemptionSerializer(many=True, source="preemptions.all")
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """DRF's IntegerField, but ASCII digits only ("١" is not 1) and never a boolean."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or (isinstance(data, str) and not data.strip().lstrip("+-").isascii()):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def _name_validator(kind: str):
+    def check(value: str) -> None:
+        problem = v.name_problem(value, kind)
+        if problem:
+            raise serializers.ValidationError(problem)
+
+    return check
+
+
+class RoleInputSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=v.NAME_LENGTHS["role"], default="worker",
+                                 validators=[_name_validator("role")])
+    pod_count = StrictIntegerField(default=1, min_value=1, max_value=v.MAX_PODS_PER_JOB)
+    gpu_type = serializers.CharField(max_length=v.MAX_GPU_MODEL_CHARS, allow_blank=True, default="")
+    # None: 1, or 0 for a CPU-only role
+    gpus = StrictIntegerField(allow_null=True, default=None, min_value=0, max_value=v.MAX_GPUS_PER_POD)
+    cpu_only = serializers.BooleanField(default=False)
+    cpu = serializers.DecimalField(max_digits=10, decimal_places=3, default=0, min_value=0,
+                                   max_value=v.MAX_CPU_PER_POD)
+    memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, default=0, min_value=0,
+                                          max_value=v.MAX_MEMORY_GIB_PER_POD)
+    shared_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, default=0, min_value=0,
+                                                 max_value=v.MAX_MEMORY_GIB_PER_POD)
+
+
+class JobSubmitSerializer(serializers.Serializer):
+    """POST /api/v1/jobs/. `workspace` and `quota` are names (or ids). Bounds: scheduler.validation."""
+
+    name = serializers.CharField(max_length=v.NAME_LENGTHS["job"], validators=[_name_validator("job")])
+    workspace = serializers.CharField(max_length=v.NAME_LENGTHS["workspace"])
+    quota = serializers.CharField(max_length=v.NAME_LENGTHS["quota"])
+    command = serializers.CharField(max_length=v.MAX_COMMAND_CHARS)
+    roles = RoleInputSerializer(many=True, max_length=v.MAX_ROLES)
+    job_type = serializers.ChoiceField(choices=JobType.choices, default=JobType.PYTORCH)
+    image = serializers.CharField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
+    environment = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, max_length=v.MAX_ENV_VALUE_CHARS), default=dict
+    )
+    data_mount = serializers.CharField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
+    code_mount = serializers.CharField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
+    priority = StrictIntegerField(default=1, min_value=v.MIN_PRIORITY, max_value=v.MAX_PRIORITY)
+    idle_mode = serializers.ChoiceField(choices=IdleMode.choices, default=IdleMode.OFF)
+    max_running_minutes = StrictIntegerField(allow_null=True, default=None, min_value=1,
+                                             max_value=v.MAX_RUNNING_MINUTES)
+    fault_tolerance = serializers.BooleanField(default=False)
+    max_restarts = StrictIntegerField(default=3, min_value=0, max_value=v.MAX_RESTARTS)
+    checkpoint_dir = serializers.CharField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
+    # None: the cluster default. Bounds: the service's (validation.grace_seconds_value), one message.
+    grace_seconds = serializers.FloatField(allow_null=True, default=None)
+    resource_type = serializers.CharField(allow_blank=True, allow_null=True, default=None, max_length=16)
+
+    def validate_environment(self, value: dict[str, str]) -> dict[str, str]:
+        try:
+            return v.check_environment(value)
+        except DjangoValidationError as error:
+            raise serializers.ValidationError(error.message_dict["environment"]) from None
+
+
+class QuotaSerializer(serializers.Serializer):
+    """A quota of the tree with its subtree's GPU use (see scheduler.selectors.QuotaUsage)."""
+
+    id = serializers.IntegerField(source="quota.pk")
+    name = serializers.CharField(source="quota.name")
+    description = serializers.CharField(source="quota.description")
+    resource_type = serializers.CharField(source="quota.resource_type")
+    parent = serializers.SerializerMethodField()
+    depth = serializers.IntegerField()
+    min_gpus = serializers.DictField(source="quota.min_gpus", child=serializers.IntegerField())
+    min_cpu = serializers.DecimalField(source="quota.min_cpu", max_digits=10, decimal_places=3, coerce_to_string=False)
+    min_memory_gib = serializers.DecimalField(
+        source="quota.min_memory_gib", max_digits=12, decimal_places=3, coerce_to_string=False
+    )
+    max_gpus = serializers.DictField(source="quota.max_gpus", child=serializers.IntegerField(), allow_null=True)
+    max_cpu = serializers.DecimalField(
+        source="quota.max_cpu", max_digits=10, decimal_places=3, coerce_to_string=False, allow_null=True
+    )
+    max_memory_gib = serializers.DecimalField(
+        source="quota.max_memory_gib", max_digits=12, decimal_places=3, coerce_to_string=False, allow_null=True
+    )
+    preempt_within = serializers.BooleanField(source="quota.preempt_within")
+    workspaces = serializers.SerializerMethodField()
+    usage = serializers.SerializerMethodField()
+
+    def get_parent(self, usage: QuotaUsage) -> str | None:
+        parent = usage.quota.parent_id
+        names = self.context.get("names", {})
+        return names.get(parent) if parent else None
+
+    def get_workspaces(self, usage: QuotaUsage) -> list[str]:
+        return [w.name for w in usage.quota.workspaces.all()]
+
+    @extend_schema_field(QuotaUsageSerializer)
+    def get_usage(self, usage: QuotaUsage) -> dict[str, int]:
+        return {
+            "min_gpus": usage.min_gpus,
+            "in_quota_gpus": usage.in_quota,
+            "free_gpus": usage.free,
+            "lent_gpus": usage.lent,
+            "borrowed_gpus": usage.borrowed,
+            "running_jobs": usage.running_jobs,
+            "pending_jobs": usage.pending_jobs,
+        }
+
+
+class NodeSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="node.pk")
+    name = serializers.CharField(source="node.name")
+    resource_type = serializers.CharField(source="node.resource_type")
+    gpu_type = serializers.CharField(source="node.gpu_type")
+    gpu_count = serializers.IntegerField(source="node.gpu_count")
+    cpu = serializers.DecimalField(source="node.cpu", max_digits=10, decimal_places=3, coerce_to_string=False)
+    memory_gib = serializers.DecimalField(
+        source="node.memory_gib", max_digits=12, decimal_places=3, coerce_to_string=False
+    )
+    schedulable = serializers.BooleanField(source="node.schedulable")
+    draining = serializers.BooleanField(source="node.draining")
+    lost = serializers.BooleanField(source="node.lost")
+    last_heartbeat = serializers.DateTimeField(source="node.last_heartbeat", allow_null=True)
+    gpus_used = serializers.IntegerField(source="used")
+    gpus = serializers.SerializerMethodField()
+
     @extend_schema_field(GpuCellSerializer(many=True))
     def get_gpus(self, grid: NodeGrid) -> list[dict[str, Any]]:
-        return super().get_gpus(grid)
+        """Per GPU: the job on it; a job of a workspace the caller cannot see has no id or name."""
+        return [
+            {
+                "index": cell.index,
+                "job_id": cell.job_id if cell.job_id and cell.job_id > 0 else None,
+                "job_name": cell.job_name,
+                "used": cell.used,
+                "in_quota": cell.in_quota if cell.used else None,
+            }
+            for cell in grid.gpus
+        ]
 
 
-class WorkspaceSerializer(base.WorkspaceSerializer):
-    pass
+class WorkspaceSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    quotas = serializers.SerializerMethodField()
+
+    def get_quotas(self, workspace: Any) -> list[str]:
+        return [quota.name for quota in workspace.quotas.all()]
+
+
+class CloneSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, required=False)
 
 
 class LogPodSerializer(serializers.Serializer):
