@@ -81,6 +81,13 @@ def engine_nodes_of_pool(pool: str) -> tuple[engine.Node, ...]:
     return tuple(engine_node(node) for node in Node.objects.filter(resource_type=pool))
 
 
+def engine_quotas_of_pool(pool: str) -> tuple[engine.Quota, ...]:
+    """The pool's quota tree as the engine sees it (a child is always in its parent's pool)."""
+    rows = list(ResourceQuota.objects.filter(resource_type=pool))
+    names = {row.pk: row.name for row in rows}
+    return tuple(engine_quota(row, names) for row in rows)
+
+
 def engine_quota(quota: ResourceQuota, names: dict[int, str]) -> engine.Quota:
     return engine.Quota(
         name=quota.name,

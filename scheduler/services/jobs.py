@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from scheduler import validation
 from scheduler.engine.placement import unplaceable_reason
-from scheduler.engine.quota import effective_min
+from scheduler.engine.quota import QuotaTree
 from scheduler.engine.resources import amount_in_units, unit_name, vector
-from scheduler.engine_rows import engine_nodes_of_pool, engine_quota, role_pods
+from scheduler.engine_rows import engine_nodes_of_pool, engine_quotas_of_pool, role_pods
 from scheduler.models import IdleMode, Job, JobRole, JobType, ResourceQuota, Workspace
 from scheduler.paths import clean_user_path, default_checkpoint_dir
 from scheduler.publish import publish_jobs_changed_on_commit, wake_scheduler_on_commit
@@ -123,45 +123,59 @@ def check_pool(*, quota: ResourceQuota, resource_type: str | None) -> None:
 
 def check_fits_quota(*, quota: ResourceQuota, roles: Sequence[JobRole], idle_mode: str,
                      nodes: Sequence[Any] | None = None) -> None:
-    """With idle resources off a job only ever runs In Quota: refuse one larger than its quota's `min`
-    (or a `max`) of the quota or any ancestor, even with the quota empty. A job naming no GPU model
-    is refused only when no model of the pool would do. `nodes`: the pool's, if the caller has them."""
-    if idle_mode != IdleMode.OFF:
-        return
+    """Refuse a job its quota could never run, even with the pool empty — the engine's own quota fit
+    (QuotaTree) on a tree that holds nothing:
+
+    - any idle mode: over a `max` of the quota or an ancestor (`max` caps use in and out of quota);
+    - idle resources off (the job only ever runs In Quota): over the `min` of the quota or an
+      ancestor, or over what the quota keeps for its own jobs (`ownmin`, DESIGN §2: a guarantee
+      given to a child quota is the child's).
+
+    A job naming no GPU model is refused only when no model of the pool would do. `nodes`: the
+    pool's, if the caller has them."""
     pods = role_pods(roles)
     gpus = sum(pod.gpus for pod in pods)
     named = sorted({pod.gpu_type for pod in pods if pod.gpus and pod.gpu_type})
     if nodes is None:
         nodes = engine_nodes_of_pool(quota.resource_type)
     models: list[str | None] = named or (sorted({n.gpu_type for n in nodes if n.gpus}) if gpus else [None])
-    chain = [quota]
-    while chain[-1].parent_id is not None:
-        chain.append(chain[-1].parent)
-    names = {row.pk: row.name for row in chain}
+    tree = QuotaTree(engine_quotas_of_pool(quota.resource_type), nodes)
     problems = []
     for model in models or [None]:
         request = vector(gpus, model, sum(p.cpu_m for p in pods), sum(p.memory_mib for p in pods))
-        problem = _over_quota(request, chain, names, nodes)
+        problem = _never_fits(tree, quota, request, idle_mode)
         if problem is None:
             return
         problems.append(problem)
-    raise ValidationError({"quota": f"{problems[0]}: with Idle Resources off it can never run. Ask for less, "
-                           "or allow idle resources."})
+    raise ValidationError({"quota": problems[0]})
 
 
-def _over_quota(request: Mapping[str, int], chain: Sequence[ResourceQuota], names: Mapping[int, str],
-                nodes: Sequence[Any]) -> str | None:
-    for row in chain:
-        quota = engine_quota(row, names)
-        guaranteed = effective_min(quota, nodes)
-        for key, need in request.items():
-            if need and need > guaranteed.get(key, 0):
-                return (f"the job needs {amount_in_units(key, need)} {unit_name(key)} in all; quota {row.name} "
-                        f"guarantees {amount_in_units(key, guaranteed.get(key, 0))}")
-            if quota.max is not None and key in quota.max and need > quota.max[key]:
-                return (f"the job needs {amount_in_units(key, need)} {unit_name(key)} in all; quota {row.name} "
-                        f"has a max of {amount_in_units(key, quota.max[key])}")
-    return None
+def _never_fits(tree: QuotaTree, quota: ResourceQuota, request: Mapping[str, int], idle_mode: str) -> str | None:
+    """Why `request` can never run in `quota` (the tree holds nothing), or None when it can."""
+    over_max = tree.max_shortfall(quota.name, request)
+    if over_max is not None:
+        return (f"the job needs {amount_in_units(over_max.key, over_max.need)} {unit_name(over_max.key)} in all; "
+                f"quota {over_max.quota} has a max of {amount_in_units(over_max.key, over_max.limit)} (in and out "
+                "of quota), so it can never run. Ask for less.")
+    if idle_mode != IdleMode.OFF or tree.could_fit(quota.name, request):
+        return None
+    full = tree.min_shortfall(quota.name, request)  # on an empty tree: the level could_fit refused
+    if full is None:
+        return None
+    key = full.key
+    needs = f"the job needs {amount_in_units(key, full.need)} {unit_name(key)} in all"
+    if not full.own:
+        return (f"{needs}; quota {full.quota} guarantees {amount_in_units(key, full.limit)}: with Idle Resources "
+                "off it can never run. Ask for less, or allow idle resources.")
+    children = ", ".join(sorted(quota.children.values_list("name", flat=True)))
+    if full.limit <= 0:
+        kept = (f"quota {full.quota} keeps no {unit_name(key)} for its own jobs: its whole min is its child "
+                f"quotas' guarantee ({children}), so its jobs run on idle resources only")
+    else:
+        kept = (f"{needs}; quota {full.quota} keeps only {amount_in_units(key, full.limit)} {unit_name(key)} "
+                f"for its own jobs, beside its child quotas' guarantees ({children})")
+    return (f"{kept}. With Idle Resources off it can never run: submit it to a child quota, ask for less, "
+            "or allow idle resources (it then borrows, and the child quotas' owners can reclaim it).")
 
 
 def _check_settings(
