@@ -30,8 +30,9 @@
 | TIDEPOOL_METRICS_ALLOW | 127.0.0.1/32,::1/128 | Networks that may scrape /metrics without the token. |
 | TIDEPOOL_SCHEDULER_METRICS_PORT | (unset) | `run_scheduler` serves its cycle histogram (Prometheus) on this port. |
 | TIDEPOOL_SCHEDULER_METRICS_ADDR | 127.0.0.1 | The address that port listens on. |
-| TIDEPOOL_DB_POOL | 0 | 1: a PostgreSQL connection pool per process (psycopg_pool); production serving sets it. |
+| TIDEPOOL_DB_POOL | 0 | 1: a PostgreSQL connection pool per process (psycopg_pool); `bin/cluster` sets it for the websocket server, the scheduler and the node workers. Pooled connections are checked when handed out. |
 | TIDEPOOL_DB_POOL_SIZE | 8 | Most pooled connections per process. |
+| TIDEPOOL_DB_CONN_MAX_AGE | 0 | Without a pool: seconds a connection is kept for the next request (Django's CONN_MAX_AGE; 0: one per request). Kept connections are checked before reuse (CONN_HEALTH_CHECKS). `bin/cluster` sets 300 for the HTTP workers. |
 | TIDEPOOL_WEB_CONCURRENCY | 1 | HTTP requests inside Django at once per web process; others wait their turn (0: no limit). Under gunicorn a worker also accepts a connection only while it has a free one (config/accept_gate.py). See config/serving.py. |
 | TIDEPOOL_WEB_FIRST_BYTE_TIMEOUT | 10 | Seconds a new connection to a gunicorn web worker may stay silent before it is closed (config/accept_gate.py). |
 | STATIC_ROOT | <project>/staticfiles | Where `collectstatic` puts files (served by WhiteNoise in config/asgi.py when DEBUG=0). |
@@ -138,9 +139,17 @@ TEMPLATES = [
     },
 ]
 
+TIDEPOOL_DB_POOL = env_bool("TIDEPOOL_DB_POOL", False)
+# Every connection is checked before it is used (CONN_HEALTH_CHECKS): a persistent one at its first
+# query of a request (or after close_old_connections() in the scheduler loop and node workers), a
+# pooled one by psycopg_pool's check when it is handed out. A connection PostgreSQL ended
+# (pg_terminate_backend, a restart, a failover) is then replaced instead of answering 500.
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_max_age=0
+        os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
+        # A pool keeps its connections itself: Django refuses CONN_MAX_AGE with one.
+        conn_max_age=0 if TIDEPOOL_DB_POOL else int(os.environ.get("TIDEPOOL_DB_CONN_MAX_AGE", "0")),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -161,7 +170,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 elif DATABASES["default"]["ENGINE"].startswith("django.db.backends.postgresql"):
     # One test database per test process, so two runs on one server never share one.
     DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"}
-    if env_bool("TIDEPOOL_DB_POOL", False):
+    if TIDEPOOL_DB_POOL:
         # Under ASGI each request runs in a thread of its own, so without a pool every request opens
         # (and PostgreSQL forks) a new connection. A pool per process keeps them open.
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
