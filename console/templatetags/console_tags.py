@@ -13,7 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from scheduler.models import Job
-from scheduler.states import STARTED_JOB_STATUSES, JobStatus, PodStatus
+from scheduler.states import RESUMES_AUTOMATICALLY, STARTED_JOB_STATUSES, JobStatus, PodStatus
 
 register = template.Library()
 
@@ -183,6 +183,12 @@ RUNNING_STATUSES = (*STARTED_JOB_STATUSES, JobStatus.SUCCEEDED)
 def is_waiting(job: Job) -> bool:
     """In the queue: pending, or Preempted and queued again to resume automatically."""
     return job.is_waiting
+
+
+@register.simple_tag
+def resumes_automatically_text() -> str:
+    """What members read next to a Preempted job queued again (written once: scheduler/states.py)."""
+    return RESUMES_AUTOMATICALLY
 
 
 @register.filter

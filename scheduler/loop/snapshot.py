@@ -8,7 +8,7 @@ from datetime import datetime
 from scheduler.engine import types as engine
 from scheduler.engine_rows import IDLE_MODE_TO_ENGINE, SnapshotIndex, engine_node, engine_quota, roles_by_job
 from scheduler.models import Job, Node, Pod, PoolPolicy, ResourceQuota
-from scheduler.states import LIVE_POD_STATUSES, JobStatus
+from scheduler.states import LIVE_POD_STATUSES, JobStatus, is_started, resumes_automatically
 
 
 def _seconds(moment: datetime | None) -> float | None:
@@ -41,7 +41,7 @@ def _queued(job: Job, now: datetime) -> bool:
     (DESIGN §3: it shows Preempted until it runs again, but waits like any pending job)."""
     if job.status == JobStatus.QUEUING:
         return job.restart_after is None or job.restart_after <= now
-    return job.resumes_automatically
+    return resumes_automatically(job.status, job.stop_outcome, finished=job.finished_at is not None)
 
 
 def build_snapshot(jobs: Sequence[Job], now: datetime) -> tuple[engine.Snapshot, SnapshotIndex]:
@@ -80,7 +80,7 @@ def build_snapshot(jobs: Sequence[Job], now: datetime) -> tuple[engine.Snapshot,
         if job_live:
             # Running jobs hold their pods' capacity; any other job with live pods (preempted,
             # stopping, failing) is terminating: its capacity is being released.
-            running = job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING)
+            running = is_started(job.status)
             by_rank = {pod.rank: pod for pod in job_live}
             engine_jobs.append(
                 engine.Job(

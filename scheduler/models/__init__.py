@@ -9,6 +9,7 @@ they write.
 from scheduler.models.api import ApiToken, GpuSample, IdempotencyKey
 from scheduler.models.core import (
     GRACE_SECONDS_MAX,
+    REQUEUED_PREEMPTED,
     AllocationSample,
     IdleMode,
     InstanceLease,
@@ -43,6 +44,7 @@ __all__ = [
     "Node",
     "Pod",
     "PoolPolicy",
+    "REQUEUED_PREEMPTED",
     "ResourceQuota",
     "ResourceType",
     "Workspace",

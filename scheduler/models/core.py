@@ -17,14 +17,11 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from scheduler import states
 from scheduler.engine.types import CPU, MEMORY, gpu_key
 from scheduler.states import (
-    ACTIVE_JOB_STATUSES,
     LIVE_POD_STATUSES,
-    PENDING_JOB_STATUSES,
-    STARTED_JOB_STATUSES,
     JobStatus,
-    PodOutcome,
     PodStatus,
     choices,
 )
@@ -172,6 +169,15 @@ class Node(models.Model):
         return self.schedulable and not self.draining and not self.lost
 
 
+# Preempted jobs queued again to resume automatically (states.resumes_automatically, as a query):
+# pending for the scheduler, though they show Preempted.
+REQUEUED_PREEMPTED = models.Q(
+    status=states.REQUEUED_FIELDS["status"],
+    stop_outcome=states.REQUEUED_FIELDS["stop_outcome"],
+    finished_at__isnull=not states.REQUEUED_FIELDS["finished"],
+)
+
+
 class Job(models.Model):
     name = models.SlugField(max_length=100)
     # Names the job's directories (scheduler/paths.py) and its processes: unlike the id, never
@@ -250,39 +256,45 @@ class Job(models.Model):
 
     @property
     def is_active(self) -> bool:
-        return self.status in ACTIVE_JOB_STATUSES
+        return states.is_active(self.status)
 
     @property
     def total_gpus(self) -> int:
         return sum(role.pod_count * role.gpus for role in self.roles.all())
 
-    # DESIGN §3: Preempted covers three moments, told apart by `stop_outcome` and `finished_at`:
-    # pods still exiting (stop_outcome "preempted"), queued again to resume (fault tolerance on),
-    # and final (fault tolerance off: finished_at set, until a person restarts it).
+    def move_to(self, status: JobStatus) -> None:
+        """Set the status along DESIGN §3's table (states.JOB_TRANSITIONS): an illegal change raises
+        states.IllegalTransition, before anything is written."""
+        states.check_job_transition(self.status, status)
+        self.status = status
+
+    # The questions about the job's state: each answered by one function of scheduler/states.py.
+    @property
+    def preempted_phase(self) -> states.PreemptedPhase | None:
+        return states.preempted_phase(self.status, self.stop_outcome, finished=self.finished_at is not None)
+
     @property
     def preempted_exiting(self) -> bool:
-        return self.status == JobStatus.PREEMPTED and self.stop_outcome == PodOutcome.PREEMPTED
+        return states.preempted_exiting(self.status, self.stop_outcome)
 
     @property
     def resumes_automatically(self) -> bool:
         """Preempted and queued again: the scheduler treats it as pending; it shows Preempted until it runs."""
-        return self.status == JobStatus.PREEMPTED and not self.stop_outcome and self.finished_at is None
+        return states.resumes_automatically(self.status, self.stop_outcome, finished=self.finished_at is not None)
 
     @property
     def stays_preempted(self) -> bool:
-        return self.status == JobStatus.PREEMPTED and self.finished_at is not None
+        return states.stays_preempted(self.status, self.stop_outcome, finished=self.finished_at is not None)
 
     @property
     def is_waiting(self) -> bool:
         """In the queue: pending, or preempted and waiting to resume."""
-        return self.status in PENDING_JOB_STATUSES or self.resumes_automatically
+        return states.is_waiting(self.status, self.stop_outcome, finished=self.finished_at is not None)
 
     @property
     def attempt_open(self) -> bool:
         """The current attempt holds (or is releasing) its GPUs: its run time is still counting."""
-        if self.started_at is None:
-            return False
-        return self.status in (*STARTED_JOB_STATUSES, JobStatus.STOPPING) or self.preempted_exiting
+        return self.started_at is not None and states.holds_capacity(self.status, self.stop_outcome)
 
     def open_attempt_seconds(self, now: datetime | None = None) -> float:
         if not self.attempt_open:
@@ -347,6 +359,11 @@ class Pod(models.Model):
     @property
     def is_live(self) -> bool:
         return self.status in LIVE_POD_STATUSES
+
+    def move_to(self, status: PodStatus) -> None:
+        """Set the status along states.POD_TRANSITIONS: an illegal change raises states.IllegalTransition."""
+        states.check_pod_transition(self.status, status)
+        self.status = status
 
 
 class InstanceLease(models.Model):

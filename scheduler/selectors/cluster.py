@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, QuerySet, Sum
 
 from scheduler.models import (
+    REQUEUED_PREEMPTED,
     AllocationSample,
     Job,
     JobEvent,
@@ -31,7 +32,7 @@ from scheduler.states import (
 
 def requeued_preempted() -> QuerySet[Job]:
     """Preempted jobs queued again to resume automatically: pending, though they show Preempted."""
-    return Job.objects.filter(status=JobStatus.PREEMPTED, stop_outcome="", finished_at__isnull=True)
+    return Job.objects.filter(REQUEUED_PREEMPTED)
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,13 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import F, Prefetch, Q, QuerySet
 
-from scheduler.models import Job, JobEvent, JobPreemption, JobRole, Pod
+from scheduler.models import REQUEUED_PREEMPTED, Job, JobEvent, JobPreemption, JobRole, Pod
 from scheduler.selectors.access import reason_for, shown_text, visible_jobs
 from scheduler.states import (
     ACTIVE_JOB_STATUSES,
     FINAL_JOB_STATUSES,
     JOB_STATUS_VALUES,
     PENDING_JOB_STATUSES,
-    JobStatus,
 )
 
 STATUS_GROUPS: dict[str, tuple[str, ...]] = {
@@ -55,8 +54,7 @@ def job_list(
     jobs = visible_jobs(user=user)
     f = filters or JobFilters()
     if f.status == "pending":  # Preempted jobs queued again to resume wait too (DESIGN §3)
-        jobs = jobs.filter(Q(status__in=PENDING_JOB_STATUSES) | Q(
-            status=JobStatus.PREEMPTED, stop_outcome="", finished_at__isnull=True))
+        jobs = jobs.filter(Q(status__in=PENDING_JOB_STATUSES) | REQUEUED_PREEMPTED)
     elif f.status in STATUS_GROUPS:
         jobs = jobs.filter(status__in=STATUS_GROUPS[f.status])
     elif f.status in JOB_STATUS_VALUES:

@@ -21,7 +21,7 @@ from scheduler.publish import publish_jobs_changed_on_commit, wake_scheduler_on_
 from scheduler.selectors import user_can_use_workspace, user_workspaces
 from scheduler.services.events import job_event, job_events
 from scheduler.services.lifecycle import job_terminate
-from scheduler.states import FINAL_JOB_STATUSES, LIVE_POD_STATUSES, EventKind, JobStatus, PodOutcome
+from scheduler.states import LIVE_POD_STATUSES, EventKind, JobStatus, PodOutcome, can_restart, can_stop
 
 
 def _flag(value: Any) -> bool:
@@ -321,12 +321,12 @@ def _clean_paths(workspace: Workspace, **paths: str) -> dict[str, str]:
 def job_can_stop(job: Job) -> bool:
     """A user may stop a job that has not finished and is not already stopping. A job that stays
     Preempted (fault tolerance off) is over until restarted: it offers Restart, not Stop."""
-    return job.status not in (*FINAL_JOB_STATUSES, JobStatus.STOPPING) and not job.stays_preempted
+    return can_stop(job.status, job.stop_outcome, finished=job.finished_at is not None)
 
 
 def job_can_restart(job: Job, *, has_live_pods: bool) -> bool:
     """A finished job, or one that stays Preempted, whose pods have all exited may run again."""
-    return (job.status in FINAL_JOB_STATUSES or job.stays_preempted) and not has_live_pods
+    return can_restart(job.status, job.stop_outcome, finished=job.finished_at is not None) and not has_live_pods
 
 
 @transaction.atomic
@@ -346,7 +346,7 @@ def job_restart(*, job: Job, user: AbstractBaseUser | None) -> Job:
     job = Job.objects.select_for_update().get(pk=job.pk)
     if not job_can_restart(job, has_live_pods=job.pods.filter(status__in=LIVE_POD_STATUSES).exists()):
         raise ValidationError({"status": f"Job {job.name} is {job.status}; stop it before restarting."})
-    job.status = JobStatus.QUEUING
+    job.move_to(JobStatus.QUEUING)
     job.queue_time = timezone.now()
     job.in_quota = None
     job.finished_at = None

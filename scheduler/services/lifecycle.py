@@ -25,11 +25,15 @@ from scheduler.services.preemption import preemption_record, preemption_settle
 from scheduler.states import (
     LIVE_POD_STATUSES,
     POD_STATUS_OF_OUTCOME,
-    STARTED_JOB_STATUSES,
+    RESUMES_AUTOMATICALLY,
     EventKind,
     JobStatus,
     PodOutcome,
     PodStatus,
+    PreemptedPhase,
+    holds_capacity,
+    is_started,
+    phase_after_preemption,
 )
 
 log = logging.getLogger("tidepool.lifecycle")
@@ -75,7 +79,7 @@ def job_preempt(*, job: Job, reason: str, staff_reason: str = "", kind: str = Jo
     `staff_reason` may. Counted in `preemption_count`; `max_restarts` is not touched."""
     pods = _live_pods(job)
     now = timezone.now()
-    job.status = JobStatus.PREEMPTED
+    job.move_to(JobStatus.PREEMPTED)
     job.stop_outcome = PodOutcome.PREEMPTED  # pods exiting; cleared once they have (see _settle)
     job.preemption_count += 1
     job.waiting_reason = reason[:500]
@@ -104,10 +108,10 @@ def job_terminate(*, job: Job, outcome: str, reason: str) -> None:
     job.waiting_reason = reason
     job.waiting_reason_staff = job.waiting_reason_code = ""
     if pods:
-        job.status = JobStatus.STOPPING
+        job.move_to(JobStatus.STOPPING)
         job_event(job, EventKind.STOPPING, reason)
     else:
-        job.status = JobStatus.STOPPED
+        job.move_to(JobStatus.STOPPED)
         job.finished_at = timezone.now()
         job_event(job, EventKind.STOPPED, reason)
     job.save()
@@ -119,7 +123,7 @@ def job_terminate(*, job: Job, outcome: str, reason: str) -> None:
 
 def job_fail_attempt(*, job: Job, reason: str) -> None:
     """A pod failed, its node was lost or the job hung: stop the rest, then restart or fail."""
-    if job.stop_outcome == PodOutcome.FAILED or job.status not in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
+    if job.stop_outcome == PodOutcome.FAILED or not is_started(job.status):
         return
     job.stop_outcome = PodOutcome.FAILED
     job.waiting_reason = reason[:500]
@@ -134,18 +138,15 @@ def job_fail_attempt(*, job: Job, reason: str) -> None:
     _settle(job)
 
 
-_SETTLING = (JobStatus.STOPPING, JobStatus.PREEMPTED, JobStatus.ENV_PREPARING, JobStatus.RUNNING)
-
-
 def _settle(job: Job) -> None:
     """Once no pod of the job is live: Succeeded, Stopped, Restarting, Failed, or Preempted — queued
     again at once (fault tolerance on) or staying Preempted (off)."""
-    if job.status not in _SETTLING or (job.status == JobStatus.PREEMPTED and not job.preempted_exiting):
+    if not holds_capacity(job.status, job.stop_outcome):  # settled already, or never placed
         return
     if job.pods.filter(status__in=LIVE_POD_STATUSES).exists():
         return
     now = timezone.now()
-    if job.status in STARTED_JOB_STATUSES and job.stop_outcome != PodOutcome.FAILED:
+    if is_started(job.status) and job.stop_outcome != PodOutcome.FAILED:
         unfinished = job.pods.filter(attempt=job.attempt).exclude(status=PodStatus.SUCCEEDED).count()
         if unfinished:
             # Pods ended without finishing and nobody asked the job to stop: a failed attempt.
@@ -155,7 +156,7 @@ def _settle(job: Job) -> None:
     _close_attempt(job, now)
     if job.status == JobStatus.STOPPING:
         preemption_settle(job=job, now=now)  # stopped while a preemption's pods were exiting
-        job.status = JobStatus.STOPPED
+        job.move_to(JobStatus.STOPPED)
         job.finished_at = now
         job_event(job, EventKind.STOPPED, job.waiting_reason or "stopped")
     elif job.status == JobStatus.PREEMPTED:
@@ -163,7 +164,7 @@ def _settle(job: Job) -> None:
     elif job.stop_outcome == PodOutcome.FAILED:
         _settle_failed(job, now)
     else:
-        job.status = JobStatus.SUCCEEDED
+        job.move_to(JobStatus.SUCCEEDED)
         job.finished_at = now
         job.waiting_reason = job.waiting_reason_staff = job.waiting_reason_code = ""
         job_event(job, EventKind.SUCCEEDED, "all pods exited with code 0")
@@ -192,11 +193,11 @@ def _settle_preempted(job: Job, now: datetime) -> None:
         lost = f"; {record.lost_steps:,} step(s) since the last checkpoint lost"
     job.stop_outcome = ""
     job.nominated_nodes = None
-    if job.fault_tolerance:
+    if phase_after_preemption(fault_tolerance=job.fault_tolerance) is PreemptedPhase.REQUEUED:
         job.in_quota = None
         job.restart_after = None
         job_event(job, EventKind.QUEUED, f"preemption {job.preemption_count:,}: queuing again at once, queue time "
-                  f"kept; resumes automatically from its last checkpoint{lost}")
+                  f"kept; {RESUMES_AUTOMATICALLY} from its last checkpoint{lost}")
     else:
         job.finished_at = now
         job_event(job, EventKind.NOT_RESTARTED, f"stays Preempted: fault tolerance is off; restart it to resume "
@@ -207,7 +208,7 @@ def _settle_failed(job: Job, now: datetime) -> None:
     """A failure: restart after an exponential backoff, using one of `max_restarts`; else Failed."""
     if can_restart(job):
         delay = restart_backoff(job)
-        job.status = JobStatus.RESTARTING
+        job.move_to(JobStatus.RESTARTING)
         job.restart_after = now + delay
         job_event(
             job,
@@ -216,7 +217,7 @@ def _settle_failed(job: Job, now: datetime) -> None:
             f"{job.max_restarts:,})",
         )
         return
-    job.status = JobStatus.FAILED
+    job.move_to(JobStatus.FAILED)
     job.finished_at = now
     why = "fault tolerance is off" if not job.fault_tolerance else f"all {job.max_restarts:,} restarts used"
     job_event(job, EventKind.FAILED, f"{job.waiting_reason}; not restarted: {why}")
@@ -239,7 +240,7 @@ def pod_running(*, pod_id: int, attempt: int, pid: int | None = None) -> bool:
     job, pod = _lock_job_then_pod(pod_id)
     if pod is None or pod.attempt != attempt or pod.status != PodStatus.PENDING:
         return False
-    pod.status = PodStatus.RUNNING
+    pod.move_to(PodStatus.RUNNING)
     pod.started_at = timezone.now()
     pod.pid = pid
     pod.save(update_fields=["status", "started_at", "pid"])
@@ -248,7 +249,7 @@ def pod_running(*, pod_id: int, attempt: int, pid: int | None = None) -> bool:
         and job.attempt == attempt
         and not job.pods.filter(attempt=attempt, status=PodStatus.PENDING).exists()
     ):
-        job.status = JobStatus.RUNNING
+        job.move_to(JobStatus.RUNNING)
         job.save(update_fields=["status", "updated_at"])
         # Only this attempt's report counts: the job's progress may still be the previous attempt's.
         resumed = job.progress.get("resumed_from_step") if job.progress.get("attempt") == attempt else None
@@ -266,7 +267,7 @@ def pod_exited(*, pod_id: int, attempt: int, exit_code: int | None, outcome: str
     if pod.terminate_requested and outcome in (PodOutcome.FAILED, PodOutcome.SUCCEEDED):
         # Exited on our SIGTERM: record what we asked for, keep the exit code.
         outcome = pod.terminate_requested
-    pod.status = POD_STATUS_OF_OUTCOME[outcome]
+    pod.move_to(POD_STATUS_OF_OUTCOME[outcome])
     pod.exit_code = exit_code
     pod.reason = reason or (f"exit code {exit_code}" if exit_code is not None else outcome)
     pod.finished_at = timezone.now()
@@ -276,7 +277,7 @@ def pod_exited(*, pod_id: int, attempt: int, exit_code: int | None, outcome: str
         _settle_never_started(job)
         return True
     if outcome == PodOutcome.PREEMPTED and not pod.terminate_requested and job.attempt == attempt and (
-        job.status in STARTED_JOB_STATUSES
+        is_started(job.status)
     ):
         # Its node stopped its pods (a worker or console shutting down): a preemption, not a failure.
         where = f"node {pod.node.name}" if pod.node else "its node"
@@ -306,7 +307,7 @@ def job_progress(*, job_id: int, attempt: int, progress: dict) -> None:
 def jobs_restart_for_node(*, node: Node, reason: str) -> None:
     job_ids = set(Pod.objects.filter(node=node, status__in=LIVE_POD_STATUSES).values_list("job_id", flat=True))
     for job in Job.objects.select_for_update().filter(pk__in=job_ids):
-        if job.status in STARTED_JOB_STATUSES:
+        if is_started(job.status):
             job_preempt(job=job, reason=reason, kind=JobPreemption.Kind.DRAIN)
 
 
@@ -318,7 +319,7 @@ def local_nodes_release(*, reason: str) -> int:
     for node in Node.objects.filter(inventory_source=Node.InventorySource.DEMO):
         job_ids = set(Pod.objects.filter(node=node, status__in=LIVE_POD_STATUSES).values_list("job_id", flat=True))
         for job in Job.objects.select_for_update().filter(pk__in=job_ids):
-            if job.status in STARTED_JOB_STATUSES:
+            if is_started(job.status):
                 job_preempt(job=job, reason=reason, kind=JobPreemption.Kind.SHUTDOWN)
                 count += 1
     return count
@@ -341,15 +342,15 @@ def node_mark_lost(*, node: Node, reason: str | None = None) -> None:
     started_jobs = {pod.job_id for pod in pods if pod.status != PodStatus.PENDING}
     for pod in pods:
         never_started = pod.status == PodStatus.PENDING
-        pod.status = PodStatus.STOPPED if never_started else PodStatus.FAILED
+        pod.move_to(PodStatus.STOPPED if never_started else PodStatus.FAILED)
         pod.reason = f"never started: {reason}" if never_started else reason
         pod.finished_at = now
         pod.save(update_fields=["status", "reason", "finished_at"])
     for job in jobs.values():
-        job_event(job, "node-lost", reason)
+        job_event(job, EventKind.NODE_LOST, reason)
         if job.pk not in started_jobs and job_requeue_never_started(job=job, reason=f"{reason} before its pods started"):
             continue
-        if job.status in (JobStatus.ENV_PREPARING, JobStatus.RUNNING):
+        if is_started(job.status):
             job_fail_attempt(job=job, reason=reason)
         _settle(job)
     publish_cluster_change_on_commit()
@@ -360,7 +361,7 @@ def restarts_due(*, now: datetime) -> int:
     """Restarting jobs (after a failure) whose backoff has passed go back to Queuing with their first queue time."""
     count = 0
     for job in Job.objects.select_for_update().filter(status=JobStatus.RESTARTING, restart_after__lte=now):
-        job.status = JobStatus.QUEUING
+        job.move_to(JobStatus.QUEUING)
         job.restart_count += 1
         job.in_quota = None
         job.nominated_nodes = None
@@ -393,7 +394,7 @@ def pod_never_started(*, pod_id: int, attempt: int, reason: str) -> bool:
     job, pod = _lock_job_then_pod(pod_id)
     if pod is None or pod.attempt != attempt or pod.status != PodStatus.PENDING:
         return False
-    pod.status = PodStatus.STOPPED
+    pod.move_to(PodStatus.STOPPED)
     pod.reason = f"never started: {reason}"[:300]
     pod.finished_at = timezone.now()
     pod.save(update_fields=["status", "reason", "finished_at"])
@@ -405,7 +406,7 @@ def pod_never_started(*, pod_id: int, attempt: int, reason: str) -> bool:
 def job_requeue_never_started(*, job: Job, reason: str) -> bool:
     """Requeue the job's current attempt because a pod of it never started. False when the job
     is not running that attempt any more (stopped, preempted, failing: their rules apply)."""
-    if job.status not in (JobStatus.ENV_PREPARING, JobStatus.RUNNING) or job.stop_outcome not in ("", NOT_STARTED):
+    if not is_started(job.status) or job.stop_outcome not in ("", NOT_STARTED):
         return False
     if job.stop_outcome != NOT_STARTED:
         job.stop_outcome = NOT_STARTED
@@ -425,7 +426,7 @@ def _settle_never_started(job: Job) -> None:
         publish_jobs_changed_on_commit([(job.pk, job.workspace_id)])
         return
     delay = start_failure_backoff(job)
-    job.status = JobStatus.QUEUING
+    job.move_to(JobStatus.QUEUING)
     job.start_failures += 1
     job.restart_after = timezone.now() + delay
     job.in_quota = None

@@ -17,7 +17,6 @@ from datetime import datetime
 
 from scheduler.models import Job, JobPreemption
 
-RESUMES_TEXT = "Preempted: resumes automatically"
 _WAITING_FOR = re.compile(r"^waiting for (\d+) job\(s\) to exit: .*$")
 _KEY = re.compile(r"[a-z0-9][a-z0-9-]*#\d+")
 

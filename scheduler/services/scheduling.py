@@ -25,7 +25,7 @@ from scheduler.services.bulk import in_ids, insert_rows, insert_values, set_colu
 from scheduler.services.events import job_event
 from scheduler.services.lifecycle import job_preempt
 from scheduler.services.preemption import reason_texts, reclaim_texts
-from scheduler.states import LIVE_POD_STATUSES, EventKind, JobStatus
+from scheduler.states import LIVE_POD_STATUSES, EventKind, JobStatus, check_job_transition
 
 
 def _free_gpu_indices(node_ids: set[int]) -> dict[int, list[int]]:
@@ -132,6 +132,7 @@ def _apply_admissions(decisions: Decisions, index: SnapshotIndex, now: datetime,
     stamp = timezone.now()  # events are stamped when written (after housekeeping's), like auto_now_add
     for key, admission in decisions.admitted.items():
         job = index.jobs[key]
+        check_job_transition(job.status, fields["status"])  # Queuing, or Preempted and requeued
         for name, value in fields.items():
             setattr(job, name, value)
         job.in_quota = admission.in_quota

@@ -44,6 +44,7 @@ from scheduler.engine.types import (
     Quota,
     Snapshot,
 )
+from scheduler.states import PreemptedPhase, phase_after_preemption
 
 from . import fifo
 from . import jobs as states
@@ -55,6 +56,9 @@ from .traces import Cluster, TraceJob
 from .work import Run, RunRecord
 
 Engine = Callable[[Snapshot], Decisions]
+
+# Every trace job is replayed as fault tolerant: it checkpoints, and a preempted run resumes.
+TRACE_JOBS_FAULT_TOLERANT = True
 
 # Event kinds, ordered so that at one instant completions and exits free capacity before arrivals.
 _COMPLETE, _EXIT, _ARRIVE = 0, 1, 2
@@ -250,10 +254,14 @@ class _Replay:
         sim.progress = sim.duration
 
     def _exit(self, sim: SimJob) -> None:
-        """A victim's pods are gone: its GPUs are free and it queues again (same queue time)."""
+        """A victim's pods are gone: its GPUs are free. A fault-tolerant job queues again at once with
+        its first queue time, as in production (states.phase_after_preemption, DESIGN §3)."""
         self._release(sim)
         sim.view = sim.pending_view
-        self._enqueue(sim)
+        if phase_after_preemption(fault_tolerance=TRACE_JOBS_FAULT_TOLERANT) is PreemptedPhase.REQUEUED:
+            self._enqueue(sim)
+        else:  # held until a person restarts it: in a replay, for ever
+            sim.state = states.DONE
 
     def _record(self, sim: SimJob, record: RunRecord) -> None:
         """Keep a run that ended and add where its GPU-time went to its job's figures."""
