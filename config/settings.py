@@ -37,8 +37,7 @@
 | TIDEPOOL_WEB_FIRST_BYTE_TIMEOUT | 10 | Seconds a new connection to a gunicorn web worker may stay silent before it is closed (config/accept_gate.py). |
 | STATIC_ROOT | <project>/staticfiles | Where `collectstatic` puts files (served by WhiteNoise in config/asgi.py when DEBUG=0). |
 | TIDEPOOL_MAX_BODY_BYTES | 1048576 | Largest request body (DATA_UPLOAD_MAX_MEMORY_SIZE); larger ones get 413/400 unread. |
-| TIDEPOOL_PASSWORD_ITERATIONS | 1000000 | PBKDF2 iterations of password hashes (Django's default); each login or Basic request pays them. |
-| TIDEPOOL_BASIC_AUTH_CACHE_SECONDS | 60 | How long the API remembers a correct HTTP Basic password per process (0: never). |
+| TIDEPOOL_PASSWORD_ITERATIONS | 1000000 | PBKDF2 iterations of password hashes (Django's default); each login pays them. |
 | TIDEPOOL_REDIS_MAX_CONNECTIONS | 64 | Channel-layer Redis connections per process (and event loop); a burst beyond waits for one (config/channel_layer.py). |
 | TIDEPOOL_REDIS_SOCKET_TIMEOUT | 5 | Channel layer's Redis read timeout; must exceed its 2 s blocking read (config/channel_layer.py). |
 
@@ -258,9 +257,10 @@ CELERY_WORKER_POOL = "threads"
 CELERY_WORKER_CONCURRENCY = int(os.environ.get("TIDEPOOL_WORKER_CONCURRENCY", "4"))
 
 REST_FRAMEWORK = {
+    # v1's (scheduler.api.v1.auth.AUTHENTICATION): a personal token or the session; no HTTP Basic.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "scheduler.api.v1.auth.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "scheduler.api.authentication.CachedBasicAuthentication",
     ],
     "DEFAULT_PARSER_CLASSES": [
         "scheduler.api.parsers.BoundedJSONParser",
@@ -309,7 +309,6 @@ TIDEPOOL_METRICS_ALLOW = env_list("TIDEPOOL_METRICS_ALLOW", "127.0.0.1/32,::1/12
 # HTTP requests inside Django at once per web process (config/asgi.py); below the pool size.
 TIDEPOOL_WEB_CONCURRENCY = int(os.environ.get("TIDEPOOL_WEB_CONCURRENCY", "1"))
 TIDEPOOL_WEB_FIRST_BYTE_TIMEOUT = float(os.environ.get("TIDEPOOL_WEB_FIRST_BYTE_TIMEOUT", "10"))
-TIDEPOOL_BASIC_AUTH_CACHE_SECONDS = float(os.environ.get("TIDEPOOL_BASIC_AUTH_CACHE_SECONDS", "60"))
 TIDEPOOL_DATA_DIR = Path(os.environ.get("TIDEPOOL_DATA_DIR", str(BASE_DIR / "var")))
 # None: derived from TIDEPOOL_DATA_DIR where used (scheduler/paths.py).
 TIDEPOOL_CHECKPOINT_ROOT = Path(os.environ["TIDEPOOL_CHECKPOINT_ROOT"]) if os.environ.get("TIDEPOOL_CHECKPOINT_ROOT") else None

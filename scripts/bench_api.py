@@ -3,9 +3,8 @@
 
     .venv/bin/python scripts/bench_api.py --url http://127.0.0.1:8000 --clients 50 --submissions 1500
 
-Each client is a thread with its own keep-alive connection, submitting jobs through POST /api/jobs/
-(HTTP Basic; the API remembers a correct password per worker process, see
-scheduler/api/authentication.py). The jobs go to team-vision (one node's GPUs guaranteed) with idle
+Each client is a thread with its own keep-alive connection, submitting jobs through POST /api/v1/jobs/
+with a personal API token (--token, default $TIDEPOOL_TOKEN; console: API tokens). The jobs go to team-vision (one node's GPUs guaranteed) with idle
 mode `off`: a few run (`echo bench`), the rest queue with a reason, so this measures the console
 rather than the nodes while the scheduler keeps cycling over a growing queue. (A job that could never
 run in its quota with idle `off` is refused at submission, issue 11, so the quota must guarantee some.) Bounded: stops after --submissions
@@ -15,9 +14,9 @@ requests or --max-seconds, whichever comes first. Prints figures, then one JSON 
 from __future__ import annotations
 
 import argparse
-import base64
 import http.client
 import json
+import os
 import statistics
 import threading
 import time
@@ -34,8 +33,8 @@ def percentile(values: list[float], p: float) -> float:
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="http://127.0.0.1:8000")
-    parser.add_argument("--user", default="alice")
-    parser.add_argument("--password", default="tidepool-alice")
+    parser.add_argument("--token", default=os.environ.get("TIDEPOOL_TOKEN", ""),
+                        help="a personal API token of a member of --workspace (default: $TIDEPOOL_TOKEN)")
     parser.add_argument("--workspace", default="vision")
     parser.add_argument("--quota", default="team-vision")
     parser.add_argument("--clients", type=int, default=50)
@@ -47,7 +46,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--new-connections", action="store_true",
                         help="a new connection per request (default: one keep-alive connection per client; "
                         "a worker process keeps the connections it accepted, so their load is uneven)")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if not args.token:
+        parser.error("--token (or $TIDEPOOL_TOKEN) is required: create a personal API token on the console's "
+                     "API tokens page (/tokens/)")
+    return args
 
 
 class Run:
@@ -56,8 +59,7 @@ class Run:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.target = urllib.parse.urlsplit(args.url)
-        auth = "Basic " + base64.b64encode(f"{args.user}:{args.password}".encode()).decode()
-        self.headers = {"Authorization": auth, "Content-Type": "application/json",
+        self.headers = {"Authorization": f"Bearer {args.token}", "Content-Type": "application/json",
                         "Connection": "close" if args.new_connections else "keep-alive"}
         self.counter = iter(range(10**9))
         self.lock = threading.Lock()
@@ -89,7 +91,7 @@ class Run:
                 timed = self.left < self.args.submissions
             started = time.monotonic()
             try:
-                connection.request("POST", "/api/jobs/", body=self.body(), headers=self.headers)
+                connection.request("POST", "/api/v1/jobs/", body=self.body(), headers=self.headers)
                 response = connection.getresponse()
                 response.read()
                 status = response.status

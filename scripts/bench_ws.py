@@ -7,7 +7,7 @@ N browsers' job lists (/ws/jobs/, one logged-in session) are connected through t
 and the Redis channel layer. The script starts a blocker job holding the quota's guarantee
 (--blocker-gpus, 4 = team-vision's in `bin/cluster --seed`), queues --updates jobs behind it
 (idle resources off), then stops them one by one through
-the API (with the logged-in session, as the console's Stop button does; --stop-with basic: HTTP Basic), and times, for every socket, the moment the re-rendered row showing the job Stopped arrives:
+/api/v1/ with the logged-in session (as the console's pages call it), and times, for every socket, the moment the re-rendered row showing the job Stopped arrives:
 from the stop request's send (end to end, the request included) and from its answer (the commit and
 the broadcast happen before the answer: what the fan-out adds). Then all sockets stay idle for --idle seconds, and one more
 update must reach every one of them. Bounded by its arguments; prints figures, then one JSON line.
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import http.cookiejar
 import json
 import statistics
@@ -38,18 +37,12 @@ def percentile(values: list[float], p: float) -> float:
 
 
 class Api:
-    def __init__(self, url: str, user: str, password: str) -> None:
-        self.url = url
-        self.headers = {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+    """/api/v1/ through the logged-in browser session (cookie and CSRF token), as the console's pages."""
 
-    def session(self, cookie: str) -> Api:
-        """The same user through the logged-in browser session (cookie and CSRF token), as the console's
-        Stop button: no password hash. HTTP Basic costs one PBKDF2 (≈0.26 s of CPU here) per web worker
-        and TIDEPOOL_BASIC_AUTH_CACHE_SECONDS, which lands on whichever stop request a cold worker takes."""
-        other = Api(self.url, "", "")
+    def __init__(self, url: str, cookie: str) -> None:
+        self.url = url
         csrf = next(part.split("=", 1)[1] for part in cookie.split("; ") if part.startswith("csrftoken="))
-        other.headers = {"Cookie": cookie, "X-CSRFToken": csrf, "Referer": self.url + "/"}
-        return other
+        self.headers = {"Cookie": cookie, "X-CSRFToken": csrf, "Referer": url + "/"}
 
     def call(self, method: str, path: str, body: object = None) -> tuple[int, object]:
         request = urllib.request.Request(self.url + path, method=method,
@@ -117,7 +110,7 @@ async def update_round(api: Api, clients: list[Client], job_ids: list[int], inte
     answered: dict[int, float] = {}
     for job_id in job_ids:
         sent[job_id] = time.monotonic()
-        status, body = await loop.run_in_executor(None, api.call, "POST", f"/api/jobs/{job_id}/stop/")
+        status, body = await loop.run_in_executor(None, api.call, "POST", f"/api/v1/jobs/{job_id}/stop/")
         answered[job_id] = time.monotonic()
         API_SECONDS.append(answered[job_id] - sent[job_id])
         if status != 200:
@@ -144,7 +137,7 @@ def summary(latencies: list[float]) -> dict[str, float | None]:
 
 
 async def submit(api: Api, args: argparse.Namespace, suffix: str, gpus: int) -> int:
-    status, body = await asyncio.get_running_loop().run_in_executor(None, api.call, "POST", "/api/jobs/", {
+    status, body = await asyncio.get_running_loop().run_in_executor(None, api.call, "POST", "/api/v1/jobs/", {
         "name": f"ws-bench-{int(time.time())}-{suffix}", "workspace": args.workspace, "quota": args.quota,
         "command": "sleep 3600", "idle_mode": "off",
         "roles": [{"name": "worker", "pod_count": 1, "gpus": gpus, "cpu": 1, "memory_gib": 1}]})
@@ -154,15 +147,15 @@ async def submit(api: Api, args: argparse.Namespace, suffix: str, gpus: int) -> 
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    api = Api(args.url, args.user, args.password)
     loop = asyncio.get_running_loop()
+    cookie = await loop.run_in_executor(None, login, args.url, args.user, args.password)
+    api = Api(args.url, cookie)
     job_ids = []
     # A blocker takes the quota's whole guarantee, so the measured jobs stay queued: stopping one is a
     # commit and a broadcast, with no pod to wait for (the fan-out is measured, not the nodes).
     blocker = [await submit(api, args, "blocker", args.blocker_gpus)]
     for n in range(args.updates + 1):  # the last one is for after the idle spell
         job_ids.append(await submit(api, args, str(n), 1))
-    cookie = await loop.run_in_executor(None, login, args.url, args.user, args.password)
     ws_url = args.url.replace("http", "ws", 1) + "/ws/jobs/"
     clients = [Client(i) for i in range(args.clients)]
     ready = asyncio.Event()
@@ -177,17 +170,16 @@ async def main_async(args: argparse.Namespace) -> int:
     connect_s = time.monotonic() - started
     await asyncio.sleep(2)  # let the snapshots arrive
 
-    stopper = api.session(cookie) if args.stop_with == "session" else api
-    latencies, got, expected = await update_round(stopper, clients, job_ids[:-1], args.interval, args.wait)
+    latencies, got, expected = await update_round(api, clients, job_ids[:-1], args.interval, args.wait)
     live = summary(latencies)
     await asyncio.sleep(args.idle)
     dropped = [c.closed for c in clients if c.closed]
-    idle_latencies, idle_got, idle_expected = await update_round(stopper, clients, job_ids[-1:], 0, args.wait)
+    idle_latencies, idle_got, idle_expected = await update_round(api, clients, job_ids[-1:], 0, args.wait)
     for task in tasks:
         task.cancel()
-    await loop.run_in_executor(None, api.call, "POST", f"/api/jobs/{blocker[0]}/stop/", None)
+    await loop.run_in_executor(None, api.call, "POST", f"/api/v1/jobs/{blocker[0]}/stop/", None)
     result = {
-        "clients": args.clients, "updates": args.updates, "stop_with": args.stop_with, "connect_s": round(connect_s, 2),
+        "clients": args.clients, "updates": args.updates, "connect_s": round(connect_s, 2),
         "delivered": got, "expected": expected, "delivered_pct": round(100 * got / expected, 2) if expected else 0,
         **live,
         "idle_s": args.idle, "dropped_during_idle": len(dropped),
@@ -224,9 +216,6 @@ def main() -> int:
     parser.add_argument("--wait", type=float, default=15, help="seconds to wait for stragglers after a round")
     parser.add_argument("--idle", type=float, default=300, help="seconds of silence before the last update")
     parser.add_argument("--connect-timeout", type=float, default=120)
-    parser.add_argument("--stop-with", choices=("session", "basic"), default="session",
-                        help="how the stop requests authenticate: the browser session, as the console's Stop "
-                        "button (default), or HTTP Basic (adds a password hash on each web worker's first stop)")
     return asyncio.run(main_async(parser.parse_args()))
 
 

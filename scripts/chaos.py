@@ -242,7 +242,7 @@ class Client:
             return error.code, {"error": error.read()[:500].decode(errors="replace")}
 
     def find(self, name: str) -> int | None:
-        status, body = self.request("GET", f"/api/jobs/?q={name}")
+        status, body = self.request("GET", f"/api/v1/jobs/?q={name}")
         if status != 200:
             raise RuntimeError(f"list answered {status}")
         return next((row["id"] for row in body.get("results", []) if row["name"] == name), None)
@@ -260,7 +260,7 @@ def submit_all(client: Client, jobs: list[dict], spread_s: float, results: dict,
         while time.monotonic() < deadline:
             started = time.monotonic()
             try:
-                status, answer = client.request("POST", "/api/jobs/", body)
+                status, answer = client.request("POST", "/api/v1/jobs/", body)
             except Exception as error:  # connection refused/reset, timeout: maybe created, maybe not
                 status, answer = None, {"error": repr(error)}
             latencies.append(time.monotonic() - started)

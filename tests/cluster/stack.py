@@ -1,9 +1,8 @@
 """Drive `bin/cluster` from tests and scripts: an isolated stack (own directory, database, port, node
-names), an HTTP client with Basic or session auth, and teardown that drops the database."""
+names), an HTTP client with a personal API token or the session, and teardown that drops the database."""
 
 from __future__ import annotations
 
-import base64
 import http.cookiejar
 import json
 import os
@@ -70,11 +69,11 @@ class Stack:
 
 
 class Api:
-    """JSON over HTTP Basic (the API remembers a correct password briefly: one PBKDF2 per process)."""
+    """JSON to /api/v1/ with a personal API token of `username`, made in the stack's database."""
 
-    def __init__(self, stack: Stack, username: str, password: str) -> None:
+    def __init__(self, stack: Stack, username: str) -> None:
         self.stack = stack
-        self.auth = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+        self.auth = f"Bearer {make_token(stack, username)}"
 
     def call(self, method: str, path: str, body: Any = None, timeout: float = 30) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
@@ -94,6 +93,21 @@ class Api:
         status, body = self.call("GET", path)
         assert status == 200, (path, status, body)
         return body
+
+
+def make_token(stack: Stack, username: str) -> str:
+    """A new personal API token of `username` (scheduler.services.tokens), through manage.py shell."""
+    host, port, user = (os.environ.get(k, d) for k, d in (("PGHOST", "127.0.0.1"), ("PGPORT", "5432"),
+                                                         ("PGUSER", "postgres")))
+    password = os.environ.get("PGPASSWORD")
+    env = {**stack.env(), "DATABASE_URL": f"postgres://{user}{':' + password if password else ''}@{host}:{port}/"
+           f"{stack.database}"}
+    code = ("from django.contrib.auth.models import User; from scheduler.services.tokens import token_create; "
+            f"print(token_create(user=User.objects.get(username={username!r}), name='stack-test').secret)")
+    python = env.get("TIDEPOOL_PYTHON", str(ROOT / ".venv" / "bin" / "python"))
+    done = subprocess.run([python, str(ROOT / "manage.py"), "shell", "-c", code], cwd=ROOT, env=env, text=True,
+                          capture_output=True, timeout=120, check=True)
+    return done.stdout.strip().splitlines()[-1]
 
 
 def session_cookie(stack: Stack, username: str, password: str) -> str:

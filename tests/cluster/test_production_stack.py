@@ -79,7 +79,7 @@ class SocketWatcher(threading.Thread):
 
 
 def test_documented_stack_runs_reclaims_and_resumes(stack: Stack) -> None:
-    alice = Api(stack, "alice", "tidepool-alice")
+    alice = Api(stack, "alice")
     nodes = wait_for(lambda: [n for n in alice.get("/api/v1/nodes/") if n["last_heartbeat"] and n["schedulable"]]
                      if len(alice.get("/api/v1/nodes/")) == 2 else None, 60, "both node workers to register")
     assert sorted(n["name"] for n in nodes) == ["stack-a", "stack-b"]
