@@ -8,8 +8,8 @@ A reservation takes being-released capacity first, then free capacity (DESIGN §
 `take(releasing_first=True)` is that rule.
 
 The index: schedulable nodes grouped by (pool, GPU model), and within a group bucketed by free GPU
-count, each bucket sorted by (free CPU, name). Best fit ("least free GPUs left, then least free CPU,
-then name") is then the first node with enough memory found scanning buckets upward from the pod's
+count, each bucket sorted by (free CPU, name): the order of `fit.best_fit_key`. Best fit ("least free
+GPUs left, then least free CPU, then name") is then the first node with enough memory found scanning buckets upward from the pod's
 GPU count, starting in each bucket at the first node with enough CPU. Nodes with capacity being
 released are listed per group so the views that may use it can look at them separately.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 
+from .fit import best_fit_key
 from .types import Node
 
 Take = tuple[int, int, int]  # (GPUs, CPU millicores, memory MiB)
@@ -211,13 +212,13 @@ class Capacity:
             skip = group.releasing if releasing and group.releasing else None
             node = group.first_fit(g, c, m, skip)
             if node is not None:
-                key = (node.free_g - g, node.free_c - c, node.name)
+                key = best_fit_key(node.free_g, node.free_c, g, c, node.name)
                 if best_key is None or key < best_key:
                     best, best_key = node, key
             if skip:
                 node = group.first_fit_releasing(g, c, m)
                 if node is not None:
-                    key = (node.free_g + node.rel_g - g, node.free_c + node.rel_c - c, node.name)
+                    key = best_fit_key(node.free_g + node.rel_g, node.free_c + node.rel_c, g, c, node.name)
                     if best_key is None or key < best_key:
                         best, best_key = node, key
         return best

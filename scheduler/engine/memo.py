@@ -1,4 +1,15 @@
-"""The cycle's failure memo: see the module docstring of `cycle` ("Failure memo")."""
+"""The cycle's failure memos.
+
+Free capacity only shrinks during a cycle, and free + being-released + reclaimable capacity only shrinks
+during the in-quota pass (a victim's capacity moves from "reclaimable" to "being released"). For a gang
+of equal pods, fitting is a count that can only shrink with capacity, so once `n` such pods failed in a
+pool/model, `n` or more fail again for the rest of the cycle: skipping them is exact, and it is what
+keeps a long queue on a full cluster fast. Gangs of mixed pod sizes are always tried (best fit on mixed
+sizes is not monotone). Being-released capacity grows when a victim is chosen (`Memos.released` forgets
+its nodes' groups then), and the candidates grow when preempt_within's demotions stand (`Memos.reclaim`
+forgets the pool). When jobs must keep off different nodes (drain sets) the reasoning breaks, and the
+starvation guard switches the memos off (`Memos.off`).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +19,7 @@ from .demand import Demand
 
 
 class FailureMemo:
-    """Smallest failed gang size per (pool, model, pod size), for gangs of equal pods (see module doc)."""
+    """Smallest failed gang size per (pool, model, pod size), for gangs of equal pods (see the module doc)."""
 
     __slots__ = ("_failed", "_on")
 
@@ -47,3 +58,21 @@ class FailureMemo:
         for pool, model in groups:
             self._failed.pop((pool, None), None)
             self._failed.pop((pool, model), None)
+
+
+class Memos:
+    """The cycle's memos, one per question: placing on free capacity, on free + being-released capacity,
+    reclaiming (free + being-released + the candidates), and reclaiming protected candidates too (§2b
+    min_runtime_s's reason)."""
+
+    __slots__ = ("free", "released", "reclaim", "protected")
+
+    def __init__(self) -> None:
+        self.free = FailureMemo()
+        self.released = FailureMemo()
+        self.reclaim = FailureMemo()
+        self.protected = FailureMemo()
+
+    def off(self) -> None:
+        for memo in (self.free, self.released, self.reclaim, self.protected):
+            memo.off()

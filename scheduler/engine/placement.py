@@ -4,18 +4,25 @@ Pods go in `demand.placement_order` (GPUs, CPU, memory, largest first, equal pod
 each to the feasible node leaving the least free GPUs, then the least free CPU, then by name. All
 pods of a job use one GPU model: the caller passes the model (named by the pods, or the one being
 tried for a job that names none; None only for jobs that need no GPU and name no model). If a pod
-cannot be placed the job is not placed and nothing is held.
+cannot be placed the job is not placed and nothing is held. The key is `fit.best_fit_key`.
+
+`place_job` is what the passes call: `place` with the failure memos (`memo`), or `place_keeping_off`
+for a job that must keep off some nodes (the starvation guard's drain sets, `CycleState.keep_off`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .capacity import Capacity, NodeState, Take
 from .demand import Demand, PodSize, named_models, placement_order
+from .fit import tightest
 from .resources import cores, gib
 from .types import Node, Pod
+
+if TYPE_CHECKING:
+    from .state import CycleState
 
 # One placed pod: (index in the job's pod order, node, part taken from capacity being released).
 Placed = tuple[int, NodeState, Take]
@@ -40,6 +47,60 @@ def place(capacity: Capacity, demand: Demand, model: str | None, *, releasing: b
     return placed
 
 
+def place_job(state: CycleState, demand: Demand, model: str | None, *, releasing: bool, use_memo: bool = True
+              ) -> list[Placed] | None:
+    """Place the job for a pass: off the nodes it must keep off, if any; else `place`, skipping gangs the
+    failure memo knows fail (`use_memo=False` right after victims made room)."""
+    avoid = state.keep_off.get(demand.job.name)
+    if avoid is not None:
+        return place_keeping_off(state.capacity, state.allowed, demand, model, avoid, releasing=releasing)
+    if not use_memo:
+        return place(state.capacity, demand, model, releasing=releasing)
+    memo = state.memos.released if releasing else state.memos.free
+    if memo.known_to_fail(demand, model):
+        return None
+    placed = place(state.capacity, demand, model, releasing=releasing)
+    if placed is None:
+        memo.failed(demand, model)
+    return placed
+
+
+AllowedNodes = dict[tuple[str, str | None, frozenset[NodeState]], list[NodeState]]
+
+
+def allowed_nodes(capacity: Capacity, cache: AllowedNodes, pool: str, model: str | None,
+                  avoid: frozenset[NodeState]) -> list[NodeState]:
+    """The schedulable nodes of `pool` (and `model`) outside `avoid`, in the capacity's order; kept in
+    `cache` for the cycle, since drain sets are fixed and shared by every job after one starving job."""
+    key = (pool, model, avoid)
+    nodes = cache.get(key)
+    if nodes is None:
+        nodes = cache[key] = [n for n in capacity.schedulable_nodes(pool, model) if n not in avoid]
+    return nodes
+
+
+def place_keeping_off(capacity: Capacity, cache: AllowedNodes, demand: Demand, model: str | None,
+                      avoid: frozenset[NodeState], *, releasing: bool) -> list[Placed] | None:
+    """`place` off the nodes in `avoid`: the same best fit (counting unreserved being-released capacity
+    when `releasing`), over the remaining nodes."""
+    nodes = allowed_nodes(capacity, cache, demand.pool or "", model, avoid)
+    if not nodes:
+        return None
+    placed: list[Placed] = []
+    for index, g, c, m in demand.order:
+        if releasing:
+            available = ((n, (n.free_g + n.rel_g, n.free_c + n.rel_c, n.free_m + n.rel_m)) for n in nodes)
+        else:
+            available = ((n, (n.free_g, n.free_c, n.free_m)) for n in nodes)
+        node = tightest(available, g, c, m)
+        if node is None:
+            for (_, done, from_rel), (_, dg, dc, dm) in zip(placed, demand.order, strict=False):
+                capacity.untake(done, dg, dc, dm, from_rel)
+            return None
+        placed.append((index, node, capacity.take(node, g, c, m, releasing_first=releasing)))
+    return placed
+
+
 def node_names_in_pod_order(placed: Sequence[Placed]) -> tuple[str, ...]:
     """Admission / nomination records name the node of each pod in the job's own pod order."""
     return tuple(node.name for _, node, _ in sorted(placed, key=lambda p: p[0]))
@@ -53,13 +114,7 @@ def scan_place(order: Sequence[PodSize], available: Mapping[Any, Sequence[int]])
     """
     left = {node: list(amounts) for node, amounts in available.items()}
     for _, g, c, m in order:
-        best: Any = None
-        best_key: tuple[int, int, str] | None = None
-        for node, (fg, fc, fm) in left.items():
-            if fg >= g and fc >= c and fm >= m:
-                key = (fg - g, fc - c, node.name)
-                if best_key is None or key < best_key:
-                    best, best_key = node, key
+        best = tightest(left.items(), g, c, m)
         if best is None:
             return False
         amounts = left[best]

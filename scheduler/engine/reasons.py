@@ -1,28 +1,76 @@
-"""Why a job waits: values made where the decision is made, turned into text only when read.
+"""Why a job waits, and why a job was preempted: values made where the decision is made, turned into
+text only here, only when read.
 
 Each kind of reason is a small frozen value with a stable `code` (its kind, for programs: the API,
-filters, the loop's stored code) and a text (`str(reason)`, for people). The cycle passes values
-around, combines them (an `acceptable` job fails both the quota and the idle path) and hands them
-out in `Decisions.reasons`; nothing renders text unless someone reads it. The text is what the
-console, the API and the job's events show: it names the quota, the resource and the numbers, so a
-person knows what to change (a smaller job, a larger quota, idle resources on, or just wait).
+filters, the loop's stored code) and its parts as fields (the quota, the resource, the amounts, the
+jobs waited for). The cycle passes values around, combines them (an `acceptable` job fails both the
+quota and the idle path) and hands them out in `Decisions.reasons`. Text is made by `render(reason,
+to)` (`str(reason)` is the staff text with the engine's job keys): for a `MEMBER` of the job's
+workspace, who may not read other workspaces' job names, no other job is named; for `staff(name)`,
+jobs are named by `name`. `preemption_text` does the same for a `types.Preemption`. The text names the
+quota, the resource and the numbers, so a person knows what to change (a smaller job, a larger quota,
+idle resources on, or just wait). Programs never read meaning back out of the text: they use `code`
+and the parts.
 
 Codes (also in docs/scheduling.md): see `REASON_CODES`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from .resources import amount_in_units, describe_pod, unit_name
 
+if TYPE_CHECKING:
+    from .types import Preemption
+
+
+@dataclass(frozen=True, slots=True)
+class Audience:
+    """Who reads a text: a member of the job's workspace (`member`: no other job is named, since jobs of
+    other workspaces are not theirs to see) or staff (`name`: an engine job key -> the name shown)."""
+
+    member: bool
+    name: Callable[[str], str] = str
+
+
+MEMBER = Audience(member=True)
+STAFF = Audience(member=False)  # job keys as the engine knows them (scenario files, the simulator)
+
+
+def staff(name: Callable[[str], str]) -> Audience:
+    """Staff, with job keys shown as `name` gives them."""
+    return Audience(member=False, name=name)
+
 
 class Reason:
-    """A reason value: `code` names its kind; `str()` gives its text."""
+    """A reason value: `code` names its kind; `text(to)` renders it (`str()`: for `STAFF`)."""
 
     __slots__ = ()
     code: ClassVar[str] = ""
+
+    def text(self, to: Audience) -> str:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.text(STAFF)
+
+
+def render(reason: Reason, to: Audience) -> str:
+    """The text of a reason for one reader."""
+    return reason.text(to)
+
+
+def preemption_text(preemption: Preemption, to: Audience) -> str:
+    """Why a victim was preempted, for one reader: a reclaim names the quota that took the capacity back
+    (and, for staff, the job it was for); a preemption inside a quota names nothing (DESIGN §2b)."""
+    if preemption.within:
+        return "preempted by a higher-priority job of the same quota"
+    if to.member:
+        return f"reclaimed for a queued job of quota {preemption.by_quota}"
+    return f"reclaimed by quota {preemption.by_quota} for job {to.name(preemption.for_job)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,30 +108,30 @@ class QuotaFull(Reason):
     held: int = 0  # starvation_hold: of the guarantee not in use, what is kept for earlier starving jobs
     own: bool = False  # the part of `min` the quota keeps for its own jobs (`ownmin`), not its subtree's
 
-    def __str__(self) -> str:
+    def text(self, to: Audience) -> str:
         if self.own:
-            return self._own_text()
-        text = (
+            return self.own_text()
+        out = (
             f"quota {self.quota} full: needs {amount_in_units(self.key, self.need)} {unit_name(self.key)}, "
             f"{amount_in_units(self.key, max(self.left, 0))} left of {amount_in_units(self.key, self.limit)}"
         )
         if self.held > 0:  # names no job: members may not see other workspaces' jobs
-            text += f" ({amount_in_units(self.key, self.held)} kept for earlier jobs that have waited too long)"
-        return text
+            out += f" ({amount_in_units(self.key, self.held)} kept for earlier jobs that have waited too long)"
+        return out
 
-    def _own_text(self) -> str:
+    def own_text(self) -> str:
         """DESIGN §2: a child's guarantee is the child's; a job of the parent itself fits in quota only
         within what the parent keeps for itself."""
         units = unit_name(self.key)
         if self.limit <= 0:
             return (f"quota {self.quota} keeps no {units} for its own jobs (its whole min is its child quotas' "
                     f"guarantee): runs on idle resources only")
-        text = (f"quota {self.quota} full for its own jobs: needs {amount_in_units(self.key, self.need)} {units}, "
+        out = (f"quota {self.quota} full for its own jobs: needs {amount_in_units(self.key, self.need)} {units}, "
                 f"{amount_in_units(self.key, max(self.left, 0))} left of the {amount_in_units(self.key, self.limit)} "
                 f"it keeps beside its child quotas' guarantees")
         if self.held > 0:
-            text += f" ({amount_in_units(self.key, self.held)} kept for earlier jobs that have waited too long)"
-        return text
+            out += f" ({amount_in_units(self.key, self.held)} kept for earlier jobs that have waited too long)"
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +145,7 @@ class MaxReached(Reason):
     left: int
     limit: int
 
-    def __str__(self) -> str:
+    def text(self, to: Audience) -> str:
         return (
             f"quota {self.quota} max reached: needs {amount_in_units(self.key, self.need)} "
             f"{unit_name(self.key)}, {amount_in_units(self.key, max(self.left, 0))} left of max "
@@ -112,7 +160,7 @@ class NoRoom(Reason):
     code: ClassVar[str] = "no_capacity"
     demand: Asked
 
-    def __str__(self) -> str:
+    def text(self, to: Audience) -> str:
         return f"no room for {self.demand} on free capacity; reclaiming all idle jobs would not free enough"
 
 
@@ -123,7 +171,7 @@ class NoIdleRoom(Reason):
     code: ClassVar[str] = "no_idle_capacity"
     demand: Asked
 
-    def __str__(self) -> str:
+    def text(self, to: Audience) -> str:
         return f"no free unreserved capacity for {self.demand}"
 
 
@@ -137,7 +185,7 @@ class ProtectedVictims(Reason):
     demand: Asked
     until: float
 
-    def __str__(self) -> str:
+    def text(self, to: Audience) -> str:
         return (f"no room for {self.demand} until idle jobs have run their minimum runtime: the first "
                 f"can be reclaimed at {self.until:g}")
 
@@ -151,10 +199,10 @@ class Starving(Reason):
     why: Reason
     nodes: tuple[str, ...]
 
-    def __str__(self) -> str:
+    def text(self, to: Audience) -> str:
         if not self.nodes:
-            return f"{self.why}; waiting too long, but no set of nodes could hold it even when empty"
-        return f"{self.why}; waiting too long: nodes {', '.join(self.nodes)} are kept for it as they empty"
+            return f"{self.why.text(to)}; waiting too long, but no set of nodes could hold it even when empty"
+        return f"{self.why.text(to)}; waiting too long: nodes {', '.join(self.nodes)} are kept for it as they empty"
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +212,11 @@ class WaitingForVictims(Reason):
     code: ClassVar[str] = "waiting_for_victims"
     jobs: tuple[str, ...]
 
-    def __str__(self) -> str:
-        return f"waiting for {len(self.jobs)} job(s) to exit: {', '.join(self.jobs)}"
+    def text(self, to: Audience) -> str:
+        count = len(self.jobs)
+        if to.member:  # how many, never which: they may be other workspaces' jobs
+            return f"waiting for {count} preempted job{'s' if count != 1 else ''} to exit"
+        return f"waiting for {count} job(s) to exit: {', '.join(to.name(job) for job in self.jobs)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +226,7 @@ class NeverFits(Reason):
     code: ClassVar[str] = "never_fits"
     why: str  # placement.unplaceable_reason()
 
-    def __str__(self) -> str:
+    def text(self, to: Audience) -> str:
         return f"can never run: {self.why}"
 
 
@@ -190,8 +241,8 @@ class IdleOnly(Reason):
     def code(self) -> str:  # type: ignore[override]
         return self.idle.code
 
-    def __str__(self) -> str:
-        return f"idle mode only: {self.idle}"
+    def text(self, to: Audience) -> str:
+        return f"idle mode only: {self.idle.text(to)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,8 +254,8 @@ class BothPaths(Reason):
     in_quota: Reason
     idle: Reason
 
-    def __str__(self) -> str:
-        return f"{self.in_quota}; idle resources: {self.idle}"
+    def text(self, to: Audience) -> str:
+        return f"{self.in_quota.text(to)}; idle resources: {self.idle.text(to)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,8 +270,8 @@ class AnyModel(Reason):
         codes = {reason.code for reason in self.reasons}
         return codes.pop() if len(codes) == 1 else "any_model"
 
-    def __str__(self) -> str:
-        return "; ".join(dict.fromkeys(str(reason) for reason in self.reasons))
+    def text(self, to: Audience) -> str:
+        return "; ".join(dict.fromkeys(reason.text(to) for reason in self.reasons))
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,15 +279,15 @@ class Refused(Reason):
     """Inputs the engine cannot schedule at all: an unknown quota (`unknown_quota`), or pods no pool
     could ever run (no pods, pods naming two models: `never_fits`)."""
 
-    text: str
+    message: str
     kind: str = "unknown_quota"
 
     @property
     def code(self) -> str:  # type: ignore[override]
         return self.kind
 
-    def __str__(self) -> str:
-        return self.text
+    def text(self, to: Audience) -> str:
+        return self.message
 
 
 def any_model(reasons: list[Reason]) -> Reason:

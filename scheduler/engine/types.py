@@ -148,12 +148,24 @@ class Admission:
     gpu_type: str | None = None  # the model the job landed on (None for GPU-less jobs)
 
 
+# What made a victim (`Preemption.kind`): reclaim by an owner of the capacity (DESIGN §2), or a
+# higher-priority job of the victim's own quota (§2b preempt_within). §2c's shrink is not a preemption.
+PREEMPT_RECLAIM = "reclaim"
+PREEMPT_WITHIN = "priority_within"
+PREEMPT_KINDS = (PREEMPT_RECLAIM, PREEMPT_WITHIN)
+
+
 @dataclass(frozen=True, slots=True)
 class Preemption:
     victim: str
     for_job: str
     by_quota: str
-    within: bool = False  # preempt_within: the victim was In Quota in the same quota
+    kind: str = PREEMPT_RECLAIM
+
+    @property
+    def within(self) -> bool:
+        """preempt_within: the victim was In Quota in the same quota."""
+        return self.kind == PREEMPT_WITHIN
 
     @property
     def code(self) -> str:
@@ -161,10 +173,10 @@ class Preemption:
 
     @property
     def reason(self) -> str:
-        """"reclaimed by quota team-a for job bert-large" (built when read)."""
-        if self.within:
-            return "preempted by a higher-priority job of the same quota"
-        return f"reclaimed by quota {self.by_quota} for job {self.for_job}"
+        """"reclaimed by quota team-a for job bert-large", the staff's text (`reasons.preemption_text`)."""
+        from .reasons import STAFF, preemption_text
+
+        return preemption_text(self, STAFF)
 
 
 @dataclass(slots=True)

@@ -8,9 +8,10 @@ import random
 import pytest
 from engine_checks import check_decisions
 
-from scheduler.engine import cycle
+from scheduler.engine import memo
 from scheduler.engine.bench import build_reclaim_heavy_snapshot, build_synthetic_snapshot
-from scheduler.engine.cycle import queue_order, run_cycle
+from scheduler.engine.cycle import run_cycle
+from scheduler.engine.state import queue_order
 from scheduler.engine.types import IDLE_ONLY, NOMINATED, RUNNING, Job, Node, Pod, Quota, Snapshot
 
 NODES = (Node("n1", "A100", 8, 96000, 786432),)
@@ -86,5 +87,5 @@ def test_failure_memo_changes_nothing(build, seed, monkeypatch):
     snapshot = build(seed)
     fast = run_cycle(snapshot)
     check_decisions(snapshot, fast)
-    monkeypatch.setattr(cycle._Memo, "known_to_fail", lambda self, demand, model: False)
+    monkeypatch.setattr(memo.FailureMemo, "known_to_fail", lambda self, demand, model: False)
     assert run_cycle(snapshot) == fast

@@ -10,12 +10,12 @@ from dataclasses import replace
 import pytest
 from engine_checks import apply, check_decisions
 from reference_reclaim import reference_select_victims
-from test_reclaim_reference import _names, _random_snapshot
+from test_reclaim_reference import _is_taken, _names, _random_snapshot
 
-from scheduler.engine import cycle as cycle_module
 from scheduler.engine.cycle import run_cycle
 from scheduler.engine.reasons import ProtectedVictims
 from scheduler.engine.types import IDLE_SHARE_FAIR, PENDING, RUNNING, Job, Policy, Snapshot
+from scheduler.engine.victims import selection
 
 
 def _with_checkpoints(snapshot: Snapshot, seed: int) -> Snapshot:
@@ -39,19 +39,19 @@ def _policy_snapshots():
 
 
 def test_indexed_search_matches_the_reference_with_safe_points_and_protection(monkeypatch):
-    indexed = cycle_module._Cycle._search_victims
+    indexed = selection.search
     asked = {"calls": 0, "chosen": 0}
 
-    def both(self, demand, model):
-        expected = reference_select_victims(self.capacity.nodes.values(), self.victims.ordered, self.victims.is_taken,
+    def both(state, demand, model):
+        expected = reference_select_victims(state.capacity.nodes.values(), state.victims.ordered, _is_taken(state),
                                             demand, model)
-        got = indexed(self, demand, model)
+        got = indexed(state, demand, model)
         assert _names(got) == _names(expected), (demand.job.name, model)
         asked["calls"] += 1
         asked["chosen"] += bool(expected)
         return got
 
-    monkeypatch.setattr(cycle_module._Cycle, "_search_victims", both)
+    monkeypatch.setattr(selection, "search", both)
     for _label, snapshot in _policy_snapshots():
         check_decisions(snapshot, run_cycle(snapshot))
     for seed in range(60):  # demotions add candidates mid-cycle: the index is rebuilt, still the same answers
@@ -125,14 +125,16 @@ def test_preempt_within_demotes_and_preempts_only_lower_priority_jobs_of_the_sam
 
 
 def test_jobs_after_a_starving_job_stay_off_its_drain_set():
-    from scheduler.engine.cycle import _Cycle, queue_order
+    from scheduler.engine.cycle import decide
+    from scheduler.engine.policies import policies_for
+    from scheduler.engine.state import CycleState, queue_order
 
     kept = 0
     for seed in range(150):
         base = _with_checkpoints(_random_snapshot(seed), seed)
         snapshot = replace(base, now=1000.0, policy=Policy(starvation_s=float(seed % 7)))
-        cycle = _Cycle(snapshot)
-        decisions = cycle.run()
+        state = CycleState(snapshot, policies_for(snapshot))
+        decisions = decide(state)
         jobs = {job.name: job for job in snapshot.jobs}
         order = sorted((j for j in snapshot.jobs if j.phase == PENDING), key=queue_order)
         drained: set[str] = set()
@@ -140,10 +142,10 @@ def test_jobs_after_a_starving_job_stay_off_its_drain_set():
             placed = decisions.admitted[job.name].nodes if job.name in decisions.admitted else ()
             placed += decisions.nominated.get(job.name, ())
             assert not drained & set(placed), (seed, job.name)
-            drained |= set(cycle.starving.get(job.name, ()))
+            drained |= set(state.drain_sets.get(job.name, ()))
             kept += bool(drained)
         for name, preemption in decisions.preempted.items():
             owner = jobs[preemption.for_job]
-            avoid = {n.name for n in cycle.avoid.get(owner.name, ())}
+            avoid = {n.name for n in state.keep_off.get(owner.name, ())}
             assert set(jobs[name].nodes) - avoid, (seed, name)
     assert kept > 50

@@ -8,8 +8,10 @@ import pytest
 
 from scheduler.engine.capacity import Capacity
 from scheduler.engine.placement import scan_place
-from scheduler.engine.reclaim import CountingFit, GreedyFit, Victim, candidates_ordering, select_victims
 from scheduler.engine.types import IDLE_ONLY, RUNNING, Job, Node, Pod
+from scheduler.engine.victims.candidates import Victim
+from scheduler.engine.victims.ordering import candidates_ordering
+from scheduler.engine.victims.selection import CountingFit, GreedyFit, select_victims
 
 
 def _job(name, priority=1, started_at=0.0):

@@ -14,7 +14,6 @@ import pytest
 from engine_checks import check_decisions, check_snapshot
 from reference_reclaim import reference_select_victims
 
-from scheduler.engine import cycle as cycle_module
 from scheduler.engine.bench import build_mixed_storm_snapshot, build_reclaim_heavy_snapshot
 from scheduler.engine.cycle import run_cycle
 from scheduler.engine.types import (
@@ -30,6 +29,7 @@ from scheduler.engine.types import (
     Snapshot,
     gpu_key,
 )
+from scheduler.engine.victims import selection
 
 MODELS = ("A100", "H100")
 
@@ -121,8 +121,14 @@ def _snapshots():
         yield f"storm-{seed}", build_mixed_storm_snapshot(nodes=30, pending=300, seed=seed)
 
 
-def _reference(self, demand, model):
-    return reference_select_victims(self.capacity.nodes.values(), self.victims.ordered, self.victims.is_taken,
+def _is_taken(state):
+    """The frozen reference asks, per candidate, whether it is taken: not among the untaken ones."""
+    untaken = {id(v) for v in state.victims.untaken()}
+    return lambda victim: id(victim) not in untaken
+
+
+def _reference(state, demand, model):
+    return reference_select_victims(state.capacity.nodes.values(), state.victims.ordered, _is_taken(state),
                                     demand, model)
 
 
@@ -131,12 +137,12 @@ def _names(victims):
 
 
 def test_indexed_victim_search_matches_the_old_one(monkeypatch):
-    indexed = cycle_module._Cycle._search_victims
+    indexed = selection.search
     asked = {"calls": 0, "chosen": 0, "none": 0}
 
-    def both(self, demand, model):
-        expected = _names(_reference(self, demand, model))
-        got = indexed(self, demand, model)
+    def both(state, demand, model):
+        expected = _names(_reference(state, demand, model))
+        got = indexed(state, demand, model)
         assert _names(got) == expected, (demand.job.name, model)
         asked["calls"] += 1
         asked["chosen"] += bool(expected)
@@ -144,9 +150,9 @@ def test_indexed_victim_search_matches_the_old_one(monkeypatch):
         return got
 
     for label, snapshot in _snapshots():
-        monkeypatch.setattr(cycle_module._Cycle, "_search_victims", both)
+        monkeypatch.setattr(selection, "search", both)
         new = run_cycle(snapshot)
-        monkeypatch.setattr(cycle_module._Cycle, "_search_victims", _reference)
+        monkeypatch.setattr(selection, "search", _reference)
         old = run_cycle(snapshot)
         assert new == old, label
     # The comparison means something only if searches of every outcome happened.

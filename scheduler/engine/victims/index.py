@@ -1,5 +1,6 @@
 """Victim search for gangs of equal pods, indexed by node, in time that grows with the victims a job
-takes rather than with all candidates (DESIGN §2 "Victim selection", same answers as `reclaim`).
+takes rather than with all candidates (DESIGN §2 "Victim selection", the same answers as the walk in
+`selection`).
 
 The rule: take candidates in candidate order until the job fits, then walk the chosen ones back from
 the last and spare each one the job still fits without. For a gang of `k` pods of one size `s`, "fits"
@@ -29,9 +30,10 @@ import heapq
 from bisect import bisect_left
 from itertools import accumulate
 
-from .capacity import Capacity, NodeState
-from .placement import equal_pods_held
-from .reclaim import Victim
+from ..capacity import Capacity, NodeState
+from ..placement import equal_pods_held
+from .candidates import Victim
+from .fill_back import fill_back
 
 NEVER = 1 << 62  # a rank no candidate has: "never, with these candidates"
 AT_START = -1  # "already, before any victim"
@@ -251,10 +253,14 @@ class VictimIndex:
         return last
 
     def _fill_back(self, holding: list[NodeState], last: int, shape: tuple[int, int, int], count: int) -> list[Victim]:
-        """Walk the chosen victims back from the last (rank `last`, always kept) and spare each one the job
-        still fits without; only victims with a pod on a node in `holding` can matter."""
+        """Fill back (`fill_back`) over the chosen victims (ranks up to `last`, the last one always kept);
+        only victims with a pod on a node in `holding` can matter."""
         if len(holding) == 1:
-            return self._fill_back_on(holding[0], last, shape, count)
+            node = holding[0]
+            entry = self.per_node[node]
+            upto = entry.upto(last)
+            kept = fill_back(range(upto), _NodeFit(node, entry, upto, shape, count))
+            return [entry.victims[i] for i in kept]
         amounts: dict[NodeState, list[int]] = {}
         victims: dict[int, Victim] = {}
         for node in holding:
@@ -268,56 +274,54 @@ class VictimIndex:
                 amounts[node] = [node.free_g + node.rel_g, node.free_c + node.rel_c, node.free_m + node.rel_m]
             for i in range(upto):
                 victims[entry.ranks[i]] = entry.victims[i]
-        total = sum(equal_pods_held(shape, a, count) for a in amounts.values())
-        kept = [victims[last]]
-        for rank in sorted(victims, reverse=True):
-            if rank == last:
-                continue
-            victim = victims[rank]
-            change: list[tuple[list[int], int, int, int]] = []
-            loss = 0
-            for node, g, c, m in victim.pods:
-                held = amounts.get(node)
-                if held is not None:
-                    before = equal_pods_held(shape, held, count)
-                    held[0] -= g
-                    held[1] -= c
-                    held[2] -= m
-                    loss += before - equal_pods_held(shape, held, count)
-                    change.append((held, g, c, m))
-            if total - loss >= count:
-                total -= loss  # spared
-            else:
-                for held, g, c, m in change:
-                    held[0] += g
-                    held[1] += c
-                    held[2] += m
-                kept.append(victim)
-        kept.sort(key=lambda v: self.rank[id(v)])
-        return kept
+        return fill_back([victims[rank] for rank in sorted(victims)], _HoldingFit(amounts, shape, count))
 
-    def _fill_back_on(self, node: NodeState, last: int, shape: tuple[int, int, int], count: int) -> list[Victim]:
-        """`_fill_back` when one node holds the pods: only what the victims hold on it counts, and the
-        victim of rank `last` is its last entry up to `last`."""
-        entry = self.per_node[node]
-        upto = entry.upto(last)
-        g = node.free_g + node.rel_g + entry.cum_g[upto - 1]
-        c = node.free_c + node.rel_c + entry.cum_c[upto - 1]
-        m = node.free_m + node.rel_m + entry.cum_m[upto - 1]
-        kept = [upto - 1]
-        gs, cs, ms = entry.gs, entry.cs, entry.ms
-        if count == 1:
-            need_g, need_c, need_m = shape
-            for i in range(upto - 2, -1, -1):
-                if g - gs[i] >= need_g and c - cs[i] >= need_c and m - ms[i] >= need_m:
-                    g, c, m = g - gs[i], c - cs[i], m - ms[i]  # spared
-                else:
-                    kept.append(i)
-        else:
-            for i in range(upto - 2, -1, -1):
-                if equal_pods_held(shape, (g - gs[i], c - cs[i], m - ms[i]), count) >= count:
-                    g, c, m = g - gs[i], c - cs[i], m - ms[i]  # spared
-                else:
-                    kept.append(i)
-        victims = entry.victims
-        return [victims[i] for i in reversed(kept)]
+
+class _HoldingFit:
+    """`fill_back`'s fit over the nodes that hold the gang's pods: pods of `shape` they hold in all."""
+
+    __slots__ = ("amounts", "shape", "count", "total")
+
+    def __init__(self, amounts: dict[NodeState, list[int]], shape: tuple[int, int, int], count: int) -> None:
+        self.amounts, self.shape, self.count = amounts, shape, count
+        self.total = sum(equal_pods_held(shape, a, count) for a in amounts.values())
+
+    def add(self, victim: Victim, sign: int = 1) -> None:
+        shape, count = self.shape, self.count
+        for node, g, c, m in victim.pods:
+            held = self.amounts.get(node)
+            if held is not None:
+                before = equal_pods_held(shape, held, count)
+                held[0] += sign * g
+                held[1] += sign * c
+                held[2] += sign * m
+                self.total += equal_pods_held(shape, held, count) - before
+
+    def fits(self) -> bool:
+        return self.total >= self.count
+
+
+class _NodeFit:
+    """`fill_back`'s fit when one node holds the pods: only what the chosen entries (indexes into the
+    node's candidates) hold on it counts."""
+
+    __slots__ = ("entry", "shape", "count", "g", "c", "m")
+
+    def __init__(self, node: NodeState, entry: _NodeVictims, upto: int, shape: tuple[int, int, int], count: int
+                 ) -> None:
+        self.entry, self.shape, self.count = entry, shape, count
+        self.g = node.free_g + node.rel_g + entry.cum_g[upto - 1]
+        self.c = node.free_c + node.rel_c + entry.cum_c[upto - 1]
+        self.m = node.free_m + node.rel_m + entry.cum_m[upto - 1]
+
+    def add(self, i: int, sign: int = 1) -> None:
+        entry = self.entry
+        self.g += sign * entry.gs[i]
+        self.c += sign * entry.cs[i]
+        self.m += sign * entry.ms[i]
+
+    def fits(self) -> bool:
+        if self.count == 1:
+            need_g, need_c, need_m = self.shape
+            return self.g >= need_g and self.c >= need_c and self.m >= need_m
+        return equal_pods_held(self.shape, (self.g, self.c, self.m), self.count) >= self.count

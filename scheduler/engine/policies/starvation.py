@@ -7,9 +7,10 @@ order, each gets a drain set: among the schedulable nodes of its pool that have 
 its pods name none) and are in no earlier drain set, sorted by free GPUs (most first) then name, the
 shortest prefix on which best fit would place its whole gang if those nodes were empty (none if no
 prefix does). For the whole cycle, jobs after a starving job in pending order are placed off its drain
-set and take only victims with a pod on a node they may use (`place_avoiding`, and the cycle's walk);
-nominated jobs ignore drain sets. The cycle drops its failure memos when drain sets exist: restrictions
-that differ from job to job break the memos' reasoning.
+set and take only victims with a pod on a node they may use: the guard writes `CycleState.drain_sets`
+and `CycleState.keep_off`, which placement (`placement.place_job`) and victim selection honour;
+nominated jobs ignore drain sets. The failure memos are switched off when drain sets exist:
+restrictions that differ from job to job break the memos' reasoning.
 
 `starvation_hold` (Tidepool's extension, docs/scheduling.md): in each quota, the first job in
 pending order that waited past `starvation_s`, is not `only`, and whose request fits its quota's and
@@ -23,27 +24,49 @@ in quota, so §2b never calls it starving.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .capacity import Capacity, NodeState
-from .demand import Demand
-from .placement import Placed, equal_pods_held, scan_place
-from .resources import Resources
-from .types import IDLE_OFF, IDLE_ONLY, NOMINATED
+from ..capacity import NodeState
+from ..placement import equal_pods_held, scan_place
+from ..reasons import NeverFits, Reason, Refused, Starving
+from ..resources import Resources
+from ..types import IDLE_OFF, IDLE_ONLY, NOMINATED
+from .base import CyclePolicy
 
 if TYPE_CHECKING:
-    from .cycle import _Cycle
+    from ..demand import Demand
+    from ..state import CycleState
 
 
 Hold = tuple[str, Resources]  # starvation_hold: (quota, request) a starving job keeps in its quota
 
 
-def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, frozenset[NodeState]]]:
+class StarvationGuard(CyclePolicy):
+    def before_cycle(self, state: CycleState) -> None:
+        state.drain_sets, state.keep_off = drain_sets(state)
+
+    def hold(self, state: CycleState, demand: Demand) -> None:
+        state.quotas.hold_for(demand.job.name)  # a holder still pending after the in-quota pass
+
+    def release_hold(self, state: CycleState, demand: Demand) -> None:
+        state.quotas.unhold_for(demand.job.name)  # running now: its hold ends with its wait
+
+    def end_of_cycle(self, state: CycleState) -> None:
+        state.quotas.end_holds()
+
+    def explain(self, state: CycleState, demand: Demand, reason: Reason) -> Reason:
+        nodes = state.drain_sets.get(demand.job.name)
+        if nodes is None or isinstance(reason, Refused | NeverFits):
+            return reason
+        return Starving(reason, nodes)
+
+
+def drain_sets(state: CycleState) -> tuple[dict[str, tuple[str, ...]], dict[str, frozenset[NodeState]]]:
     """(starving job -> its drain set's node names, job -> the nodes it must not use); under
-    starvation_hold the quotas' holders go to `cycle.quotas.holders`. When some job must keep off
-    nodes or a quota is held, the cycle's failure memos are switched off."""
-    snapshot = cycle.snapshot
+    starvation_hold the quotas' holders go to `state.quotas.holders`. When some job must keep off
+    nodes or a quota is held, the failure memos are switched off."""
+    snapshot = state.snapshot
     now = snapshot.now
     starving: dict[str, tuple[str, ...]] = {}
     avoid: dict[str, frozenset[NodeState]] = {}
@@ -53,17 +76,17 @@ def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, fro
         return starving, avoid
     drained: set[NodeState] = set()
     # Schedulable nodes in no drain set yet, in drain-set order (free GPUs do not change in this step).
-    undrained = sorted((n for n in cycle.capacity.nodes.values() if n.schedulable), key=lambda n: (-n.free_g, n.name))
+    undrained = sorted((n for n in state.capacity.nodes.values() if n.schedulable), key=lambda n: (-n.free_g, n.name))
     # Gangs (pool, model, pod sizes) that found no prefix: the undrained nodes only shrink, so neither
     # will any later job of the same gang shape in this cycle.
     no_prefix: set[tuple] = set()
     kept: frozenset[NodeState] = frozenset()
     held_quotas: set[str] = set()  # starvation_hold: quotas with a holder already
     # inq counts nominated jobs (DESIGN §2): charged while deciding who fits in quota, then taken back
-    nominated = [(d, _nominated_model(cycle, d)) for d in cycle.queue if d.job.phase == NOMINATED and d.pool]
+    nominated = [(d, _nominated_model(state, d)) for d in state.queue if d.job.phase == NOMINATED and d.pool]
     for demand, model in nominated:
-        cycle.quotas.charge(demand.job.quota, demand.request(model), in_quota=True)
-    for demand in cycle.queue:
+        state.quotas.charge(demand.job.quota, demand.request(model), in_quota=True)
+    for demand in state.queue:
         job = demand.job
         if job.phase == NOMINATED:
             continue
@@ -76,8 +99,8 @@ def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, fro
         # One holder per quota, the first in pending order: the jobs behind it wait for it anyway, and
         # counting every long-waiting job of a backlogged quota as starving would hand out drain sets
         # until no node is left for anyone (a Philly replay under `strict` did exactly that).
-        hold = _hold(cycle, demand) if policy.starvation_hold and job.quota not in held_quotas else None
-        if hold is None and not _only_capacity(cycle, demand):
+        hold = _hold(state, demand) if policy.starvation_hold and job.quota not in held_quotas else None
+        if hold is None and not _only_capacity(state, demand):
             continue
         if hold is not None:
             holds[job.name] = hold
@@ -94,42 +117,41 @@ def drain_sets(cycle: _Cycle) -> tuple[dict[str, tuple[str, ...]], dict[str, fro
             no_prefix.add(gang)
             starving[job.name] = ()
     for demand, model in nominated:
-        cycle.quotas.release(demand.job.quota, demand.request(model))
-        cycle.quotas.demote(demand.job.quota, demand.request(model))
-    cycle.quotas.holders = holds
+        state.quotas.release(demand.job.quota, demand.request(model))
+        state.quotas.demote(demand.job.quota, demand.request(model))
+    state.quotas.holders = holds
     if avoid or holds:
-        for memo in (cycle.no_free_room, cycle.no_released_room, cycle.no_reclaim_room, cycle.no_protected_room):
-            memo.off()
+        state.memos.off()
     return starving, avoid
 
 
-def _hold(cycle: _Cycle, demand: Demand) -> Hold | None:
+def _hold(state: CycleState, demand: Demand) -> Hold | None:
     """starvation_hold: what the job would keep in its quota — its request on the first model that its
     quota and every ancestor guarantee in full and that `max` allows; None for `only` jobs and jobs
     no quota state could let in."""
-    if demand.job.idle == IDLE_ONLY or cycle._refusal(demand) is not None:
+    if demand.job.idle == IDLE_ONLY or state.refusal(demand) is not None:
         return None
     quota = demand.job.quota
-    for model in cycle._models(demand):
+    for model in state.models(demand):
         request = demand.request(model)
-        if cycle.quotas.could_fit(quota, request) and cycle.quotas.max_shortfall(quota, request) is None:
+        if state.quotas.could_fit(quota, request) and state.quotas.max_shortfall(quota, request) is None:
             return quota, request
     return None
 
 
-def _nominated_model(cycle: _Cycle, demand: Demand) -> str | None:
+def _nominated_model(state: CycleState, demand: Demand) -> str | None:
     if demand.model is not None or not demand.gpus:
         return demand.model
-    node = cycle.capacity.nodes.get(demand.job.nodes[0]) if demand.job.nodes else None
+    node = state.capacity.nodes.get(demand.job.nodes[0]) if demand.job.nodes else None
     return node.model if node is not None else None
 
 
-def _only_capacity(cycle: _Cycle, demand: Demand) -> bool:
+def _only_capacity(state: CycleState, demand: Demand) -> bool:
     """Its quota lets it in on some model: `off` fits in quota, the others' `max` allows it."""
-    if cycle._refusal(demand) is not None:
+    if state.refusal(demand) is not None:
         return False
-    check = cycle.quotas.shortfall if demand.job.idle == IDLE_OFF else cycle.quotas.max_shortfall
-    return any(check(demand.job.quota, demand.request(model)) is None for model in cycle._models(demand))
+    check = state.quotas.shortfall if demand.job.idle == IDLE_OFF else state.quotas.max_shortfall
+    return any(check(demand.job.quota, demand.request(model)) is None for model in state.models(demand))
 
 
 def _shortest_prefix(demand: Demand, nodes: Sequence[NodeState]) -> list[NodeState]:
@@ -150,49 +172,3 @@ def _shortest_prefix(demand: Demand, nodes: Sequence[NodeState]) -> list[NodeSta
             if scan_place(demand.order, empty):
                 return list(nodes[:k])
     return []
-
-
-AllowedNodes = dict[tuple[str, str | None, frozenset[NodeState]], list[NodeState]]
-
-
-def allowed_nodes(capacity: Capacity, cache: AllowedNodes, pool: str, model: str | None,
-                  avoid: frozenset[NodeState]) -> list[NodeState]:
-    """The schedulable nodes of `pool` (and `model`) outside `avoid`, in the capacity's order; kept in
-    `cache` for the cycle, since drain sets are fixed and shared by every job after one starving job."""
-    key = (pool, model, avoid)
-    nodes = cache.get(key)
-    if nodes is None:
-        nodes = cache[key] = [n for n in capacity.schedulable_nodes(pool, model) if n not in avoid]
-    return nodes
-
-
-def place_avoiding(capacity: Capacity, cache: AllowedNodes, demand: Demand, model: str | None,
-                   avoid: frozenset[NodeState], *, releasing: bool) -> list[Placed] | None:
-    """`placement.place` off the nodes in `avoid`: the same best fit (least free GPUs, then CPU, then
-    name, counting unreserved being-released capacity when `releasing`), over the remaining nodes."""
-    nodes = allowed_nodes(capacity, cache, demand.pool or "", model, avoid)
-    if not nodes:
-        return None
-    placed: list[Placed] = []
-    for index, g, c, m in demand.order:
-        node = _best(nodes, g, c, m, releasing)
-        if node is None:
-            for (_, done, from_rel), (_, dg, dc, dm) in zip(placed, demand.order, strict=False):
-                capacity.untake(done, dg, dc, dm, from_rel)
-            return None
-        placed.append((index, node, capacity.take(node, g, c, m, releasing_first=releasing)))
-    return placed
-
-
-def _best(nodes: Iterable[NodeState], g: int, c: int, m: int, releasing: bool) -> NodeState | None:
-    best: NodeState | None = None
-    best_key: tuple[int, int, str] | None = None
-    for node in nodes:
-        fg, fc, fm = node.free_g, node.free_c, node.free_m
-        if releasing:
-            fg, fc, fm = fg + node.rel_g, fc + node.rel_c, fm + node.rel_m
-        if fg >= g and fc >= c and fm >= m:
-            key = (fg - g, fc - c, node.name)
-            if best_key is None or key < best_key:
-                best, best_key = node, key
-    return best

@@ -1,0 +1,36 @@
+"""The opt-in policies of DESIGN §2b, each a module behind the hooks of `base` (§2c elastic growth and
+§2d backfill/start estimates are to come the same way):
+
+- `fair_idle`: fair share of idle capacity (`idle_share: fair`);
+- `min_runtime`: minimum runtime (`min_runtime_s`, `starved_min_runtime_s`);
+- `within_quota`: priority preemption inside a quota (quota setting `preempt_within`);
+- `starvation`: the starvation guard (`starvation_s`, `starvation_hold`).
+
+`policies_for(snapshot)` makes the active ones for one cycle; with every setting at its default the set
+is empty and the cycle is §2's.
+"""
+
+from __future__ import annotations
+
+from ..types import IDLE_SHARE_FAIR, Snapshot
+from .base import CyclePolicy, PolicySet
+from .fair_idle import FairIdleShare
+from .min_runtime import MinimumRuntime, is_on
+from .starvation import StarvationGuard
+from .within_quota import PreemptWithin
+
+
+def policies_for(snapshot: Snapshot) -> PolicySet:
+    """The policies some pool or quota of the snapshot switches on, fresh for one cycle."""
+    pools = (snapshot.policy, *snapshot.policies.values())
+    active: list[CyclePolicy] = []
+    if any(p.idle_share == IDLE_SHARE_FAIR for p in pools):
+        active.append(FairIdleShare())
+    if snapshot.now is not None and any(is_on(p) for p in pools):
+        active.append(MinimumRuntime())
+    within = {q.name for q in snapshot.quotas if q.preempt_within}
+    if within:
+        active.append(PreemptWithin(within))
+    if snapshot.now is not None and any(p.starvation_s > 0 for p in pools):
+        active.append(StarvationGuard())
+    return PolicySet(active)

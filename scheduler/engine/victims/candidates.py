@@ -1,0 +1,67 @@
+"""Reclaim candidates: running Not in Quota jobs of the job's pool with a pod on a node where the job
+could be placed (DESIGN §2). In Quota jobs are never candidates of reclaim (preempt_within, §2b, adds
+its quota's own ones after them for its jobs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from ..capacity import NodeState
+from ..types import Job
+from .ordering import candidates_ordering
+
+# A victim's pod: where it runs and what it holds there (GPUs, CPU millicores, memory MiB).
+PodAt = tuple[NodeState, int, int, int]
+
+
+@dataclass(slots=True, eq=False)
+class Victim:
+    job: Job
+    quota: str
+    pool: str
+    request: dict[str, int]  # what it counts against its quota (`max`, and `min` while In Quota)
+    pods: tuple[PodAt, ...]
+    # It counts against its quota's guarantee now: a running In Quota job that preempt_within has not
+    # demoted. Such a victim stops counting once chosen; a Not in Quota one keeps counting in `max`.
+    in_quota: bool = False
+
+
+class VictimQueue:
+    """The candidates, per pool and per GPU model of their nodes, in candidate order."""
+
+    def __init__(self, victims: Iterable[Victim], then: Iterable[Victim] = ()) -> None:
+        """`then`: candidates that come after all of `victims` (preempt_within's In Quota ones)."""
+        self._lists: dict[tuple[str, str | None], list[Victim]] = {}
+        self.ordered = sorted(victims, key=lambda v: candidates_ordering(v.job))
+        self.ordered += sorted(then, key=lambda v: candidates_ordering(v.job))
+        self._listed = False  # the per (pool, model) lists are built on first use
+        self._start: dict[tuple[str, str | None], int] = {}  # every entry before it is taken
+        self._taken: set[str] = set()
+
+    def candidates(self, pool: str, model: str | None, could_host: Callable[[NodeState], bool]) -> Iterator[Victim]:
+        """Untaken candidates in order with a pod on a node where the job could be placed."""
+        if not self._listed:
+            for victim in self.ordered:
+                keys = {(victim.pool, None)} | {(victim.pool, node.model) for node, *_ in victim.pods}
+                for list_key in keys:
+                    self._lists.setdefault(list_key, []).append(victim)
+            self._listed = True
+        key = (pool, model)
+        victims = self._lists.get(key, [])
+        start = self._start.get(key, 0)
+        # Victims mostly leave from the front: skip that prefix once, not on every search.
+        while start < len(victims) and victims[start].job.name in self._taken:
+            start += 1
+        self._start[key] = start
+        for i in range(start, len(victims)):
+            victim = victims[i]
+            if victim.job.name not in self._taken and any(could_host(pod[0]) for pod in victim.pods):
+                yield victim
+
+    def take(self, victim: Victim) -> None:
+        self._taken.add(victim.job.name)
+
+    def untaken(self) -> list[Victim]:
+        """Every candidate not taken yet, in candidate order."""
+        return [victim for victim in self.ordered if victim.job.name not in self._taken]
