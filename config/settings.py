@@ -53,6 +53,22 @@ Node workers (`celery -A config worker -Q node.<name>`) also read:
 | TIDEPOOL_NODE_RESOURCE_TYPE | general | The node's pool: `general` or `lingjun`. |
 | TIDEPOOL_NODE_ADDRESS | 127.0.0.1 | Address other nodes reach this one at (MASTER_ADDR of rank 0). |
 | TIDEPOOL_GPU_SAMPLE_SECONDS | 60 | At most one NVML sample round per node this often (GPU use per job). |
+
+Pods (the node worker, and the local executor) — docs/runtime.md ("Pods as containers"):
+
+| variable | default | meaning |
+|---|---|---|
+| TIDEPOOL_POD_RUNTIME | host | `host`: process groups on the node (bin/start, nodes without Podman); `podman`: containers (rootful Podman with runc; `bin/cluster` sets it when Podman is installed). |
+| TIDEPOOL_POD_IMAGE | localhost/tidepool-pod:<version> | The node's default image for jobs that name none (`bin/build-pod-image` builds the default one). |
+| TIDEPOOL_POD_PULL | missing | Podman's `--pull`: `always`, `missing` or `never`. |
+| TIDEPOOL_POD_UID | 65534 | Uid (and gid) pods run as inside containers when TIDEPOOL_POD_USER names no host user; never 0. |
+| TIDEPOOL_POD_PIDS_LIMIT | 4096 | Most processes (and threads) in one container. |
+| TIDEPOOL_POD_DEFAULT_MEMORY_GIB | 4 | Memory limit of a container whose role asks none. |
+| TIDEPOOL_POD_NETWORK | job | `job`: a Podman network per job behind the node's pod firewall; `none`: no network. |
+| TIDEPOOL_POD_SUBNETS | 10.213.0.0/16 | The pool the per-job /24 networks come from (the firewall drops it from reaching the host). |
+| TIDEPOOL_POD_BLOCKED_NETWORKS | (empty) | Comma-separated addresses/networks pods may not reach (the database, broker and console hosts). |
+| TIDEPOOL_PODMAN | podman | The podman binary. |
+| TIDEPOOL_POD_OCI_RUNTIME | runc | Podman's `--runtime` (crun refuses the hybrid cgroup v1 layout). |
 """
 
 from __future__ import annotations
@@ -342,6 +358,26 @@ TIDEPOOL_NODE_ADDRESS = os.environ.get("TIDEPOOL_NODE_ADDRESS", "127.0.0.1")
 TIDEPOOL_SCHEDULER_METRICS_PORT = env_int("TIDEPOOL_SCHEDULER_METRICS_PORT")
 TIDEPOOL_GPU_SAMPLE_SECONDS = float(os.environ.get("TIDEPOOL_GPU_SAMPLE_SECONDS", "60"))
 TIDEPOOL_SCHEDULER_METRICS_ADDR = os.environ.get("TIDEPOOL_SCHEDULER_METRICS_ADDR", "127.0.0.1")
+
+TIDEPOOL_POD_RUNTIME = os.environ.get("TIDEPOOL_POD_RUNTIME", "host").strip() or "host"
+if TIDEPOOL_POD_RUNTIME not in {"host", "podman"}:
+    raise ImproperlyConfigured(f"TIDEPOOL_POD_RUNTIME={TIDEPOOL_POD_RUNTIME!r}: use 'host' or 'podman'.")
+TIDEPOOL_POD_IMAGE = os.environ.get("TIDEPOOL_POD_IMAGE", "").strip()  # "": scheduler/node/runtime/image.py's
+TIDEPOOL_POD_PULL = os.environ.get("TIDEPOOL_POD_PULL", "missing").strip()
+if TIDEPOOL_POD_PULL not in {"always", "missing", "never"}:
+    raise ImproperlyConfigured(f"TIDEPOOL_POD_PULL={TIDEPOOL_POD_PULL!r}: use 'always', 'missing' or 'never'.")
+TIDEPOOL_POD_UID = env_int("TIDEPOOL_POD_UID")
+if TIDEPOOL_POD_UID == 0:
+    raise ImproperlyConfigured("TIDEPOOL_POD_UID=0: pods never run as root; use an unprivileged uid such as 65534.")
+TIDEPOOL_POD_PIDS_LIMIT = env_int("TIDEPOOL_POD_PIDS_LIMIT") or 4096
+TIDEPOOL_POD_DEFAULT_MEMORY_GIB = float(os.environ.get("TIDEPOOL_POD_DEFAULT_MEMORY_GIB", "4"))
+TIDEPOOL_POD_NETWORK = os.environ.get("TIDEPOOL_POD_NETWORK", "job").strip()
+if TIDEPOOL_POD_NETWORK not in {"job", "none"}:
+    raise ImproperlyConfigured(f"TIDEPOOL_POD_NETWORK={TIDEPOOL_POD_NETWORK!r}: use 'job' or 'none'.")
+TIDEPOOL_POD_SUBNETS = os.environ.get("TIDEPOOL_POD_SUBNETS", "10.213.0.0/16").strip()
+TIDEPOOL_POD_BLOCKED_NETWORKS = env_list("TIDEPOOL_POD_BLOCKED_NETWORKS", "")
+TIDEPOOL_PODMAN = os.environ.get("TIDEPOOL_PODMAN", "podman")
+TIDEPOOL_POD_OCI_RUNTIME = os.environ.get("TIDEPOOL_POD_OCI_RUNTIME", "runc")
 
 TIDEPOOL_HTTPS = env_bool("TIDEPOOL_HTTPS", not DEBUG)
 if TIDEPOOL_HTTPS:

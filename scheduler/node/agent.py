@@ -12,8 +12,9 @@ from dataclasses import asdict
 from django.db import close_old_connections
 
 from scheduler.models import Job, Pod
-from scheduler.node.runtime.process import PodSupervisor, TerminateResult
+from scheduler.node.runtime.process import TerminateResult
 from scheduler.node.runtime.progress import read_progress
+from scheduler.node.runtimes import pod_supervisor
 from scheduler.node.specs import master_address, pod_progress_path, pod_spec
 from scheduler.services.lifecycle import job_progress, pod_exited, pod_never_started, pod_running
 from scheduler.states import PodOutcome
@@ -25,7 +26,7 @@ PROGRESS_POLL_S = 2.0
 
 class PodAgent:
     def __init__(self, progress_poll_s: float = PROGRESS_POLL_S) -> None:
-        self.supervisor = PodSupervisor(on_exit=self._exited)
+        self.supervisor = pod_supervisor(on_exit=self._exited)  # TIDEPOOL_POD_RUNTIME
         self._progress: dict[tuple[int, int], tuple[int, str]] = {}  # (pod, attempt) -> (job id, file)
         self._lock = threading.Lock()
         self._unreported: set[tuple[int, int]] = set()  # started here, exit not yet written
@@ -80,6 +81,9 @@ class PodAgent:
             if tracked:  # the last report, e.g. the checkpoint saved on SIGTERM
                 self._relay_progress(tracked[0], attempt, tracked[1])
             reason = f"killed by signal {-exit_code}" if exit_code < 0 else f"exit code {exit_code}"
+            seen = self.supervisor.wait(pod_id, attempt, 0)
+            if seen is not None and seen.reason:  # the runtime knows better: "out of memory (limit 4 GiB)"
+                reason = seen.reason
             pod_exited(pod_id=pod_id, attempt=attempt, exit_code=exit_code, outcome=outcome, reason=reason)
         except Exception:
             log.exception("could not record the exit of pod %s attempt %s", pod_id, attempt)

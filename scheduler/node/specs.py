@@ -45,6 +45,7 @@ def pod_spec(pod: Pod, job: Job, *, world_size: int, master_addr: str) -> PodSpe
         env.setdefault("TIDEPOOL_DATA_DIR", job.data_mount)
     attempt_dir = pod_dir(job, pod.attempt)
     dirs = tuple((str(root_of(job, path)), str(path)) for path in (attempt_dir, workdir, checkpoint_dir))
+    role = next((r for r in job.roles.all() if r.name == pod.role), None)  # its limits (the container runtime's)
     return PodSpec(
         pod_id=pod.pk,
         job_id=job.pk,
@@ -66,6 +67,11 @@ def pod_spec(pod: Pod, job: Job, *, world_size: int, master_addr: str) -> PodSpe
         user=pod_user_name(job),
         dirs=dirs,
         env_allow=tuple(settings.TIDEPOOL_POD_ENV_ALLOW),
+        image=job.image,
+        cpu=float(role.cpu) if role is not None else 0.0,
+        memory_gib=float(role.memory_gib) if role is not None else 0.0,
+        shared_memory_gib=float(role.shared_memory_gib) if role is not None else 0.0,
+        mounts=tuple(path for path in (job.code_mount, job.data_mount) if path),
     )
 
 

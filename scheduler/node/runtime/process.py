@@ -92,6 +92,12 @@ class PodSpec:
     # (root, path) pairs created 0700 for the pod's user below operator roots (sandbox.prepare_dir)
     dirs: tuple[tuple[str, str], ...] = ()
     env_allow: tuple[str, ...] = ("PATH", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "TMPDIR")
+    # What the container runtime (container.py) enforces; the host runtime runs without them.
+    image: str = ""  # the job's image; "": the node's default image
+    cpu: float = 0  # cores (0: no CPU limit)
+    memory_gib: float = 0  # 0: the node's default pod memory limit
+    shared_memory_gib: float = 0  # size of /dev/shm (0: Podman's default, 64 MiB)
+    mounts: tuple[str, ...] = ()  # the job's own directories (code, data), bound at the same path
 
 
 ExitCallback = Callable[[int, int, int, str], None]  # (pod_id, attempt, exit_code, outcome)
@@ -111,6 +117,7 @@ class PodExit:
     started_at: float  # epoch seconds
     ended_at: float
     killed: bool  # the supervisor had to SIGKILL something in the group
+    reason: str = ""  # what ended it when the runtime knows better than the code: "out of memory (limit 4 GiB)"
 
 
 @dataclass(frozen=True)
@@ -172,10 +179,12 @@ def _now_iso() -> str:
 class _Proc:
     """Mutable bookkeeping for one launched attempt; guarded by the supervisor's lock."""
 
-    def __init__(self, spec: PodSpec, popen: subprocess.Popen[bytes], started_at: float) -> None:
+    def __init__(
+        self, spec: PodSpec, popen: subprocess.Popen[bytes] | None, started_at: float, pid: int | None = None
+    ) -> None:
         self.spec = spec
-        self.popen = popen
-        self.pid = popen.pid
+        self.popen = popen  # None for a container (container.py): its runtime holds the processes
+        self.pid = pid if pid is not None else popen.pid if popen is not None else 0
         self.started_at = started_at
         self.requested_outcome: str | None = None
         self.kill_timer: threading.Timer | None = None
@@ -354,7 +363,10 @@ class PodSupervisor:
             if proc.kill_timer is not None:
                 proc.kill_timer.cancel()
             proc.reaped = True
-        exit_code = proc.popen.wait()
+        self._report(proc, proc.popen.wait())
+
+    def _report(self, proc: _Proc, exit_code: int, reason: str = "") -> None:
+        """Record and report the exit of a pod none of whose processes is left."""
         ended_at = time.time()
         outcome = proc.requested_outcome or (SUCCEEDED if exit_code == 0 else FAILED)
         spec = proc.spec
@@ -368,6 +380,7 @@ class PodSupervisor:
             proc.started_at,
             ended_at,
             proc.killed,
+            reason,
         )
         _append_footer(spec.log_path, result)
         with self._lock:
@@ -459,7 +472,7 @@ def _append_footer(log_path: str, result: PodExit) -> None:
     line = (
         f"=== tidepool: pod {result.pod_id} attempt {result.attempt} exited with code "
         f"{result.exit_code} ({result.outcome}{', killed' if result.killed else ''}) after "
-        f"{result.ended_at - result.started_at:.1f} s ===\n"
+        f"{result.ended_at - result.started_at:.1f} s{': ' + result.reason if result.reason else ''} ===\n"
     )
     try:
         with open(log_path, "a", encoding="utf-8") as f:

@@ -1,0 +1,51 @@
+"""Which runtime runs this process's pods (TIDEPOOL_POD_RUNTIME), configured from the settings.
+
+`host`: process groups on the node (runtime/process.py), for bin/start's embedded demo and nodes
+without Podman. `podman`: containers (runtime/container.py), what `bin/cluster` runs when Podman is
+installed. Both have one interface, so the agent, reconcile loop and executors do not care.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from scheduler.node.runtime.process import ExitCallback, PodSupervisor
+
+HOST = "host"
+PODMAN = "podman"
+
+
+def container_config():
+    """The node's ContainerConfig from the TIDEPOOL_POD_* settings (config/settings.py)."""
+    from scheduler.node.runtime.container import ContainerConfig
+    from scheduler.node.runtime.image import default_image
+    from scheduler.node.runtime.network import NetworkConfig
+
+    uid = settings.TIDEPOOL_POD_UID if settings.TIDEPOOL_POD_UID is not None else 65534
+    return ContainerConfig(
+        default_image=settings.TIDEPOOL_POD_IMAGE or default_image(),
+        podman=settings.TIDEPOOL_PODMAN,
+        oci_runtime=settings.TIDEPOOL_POD_OCI_RUNTIME,
+        pull=settings.TIDEPOOL_POD_PULL,
+        uid=uid,
+        gid=uid,
+        pids_limit=settings.TIDEPOOL_POD_PIDS_LIMIT,
+        default_memory_gib=settings.TIDEPOOL_POD_DEFAULT_MEMORY_GIB,
+        network=NetworkConfig(
+            mode=settings.TIDEPOOL_POD_NETWORK,
+            subnet_pool=settings.TIDEPOOL_POD_SUBNETS,
+            blocked_networks=tuple(settings.TIDEPOOL_POD_BLOCKED_NETWORKS),
+        ),
+    )
+
+
+def pod_supervisor(on_exit: ExitCallback | None = None) -> PodSupervisor:
+    """The supervisor TIDEPOOL_POD_RUNTIME names; the container one also needs root and Podman."""
+    if settings.TIDEPOOL_POD_RUNTIME == PODMAN:
+        from scheduler.node.runtime.container import ContainerSupervisor, podman_available
+
+        missing = podman_available(settings.TIDEPOOL_PODMAN)
+        if missing is not None:
+            raise RuntimeError(f"TIDEPOOL_POD_RUNTIME=podman, but {missing}")
+        return ContainerSupervisor(container_config(), on_exit=on_exit)
+    return PodSupervisor(on_exit=on_exit)
