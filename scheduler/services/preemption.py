@@ -6,43 +6,15 @@
   saved in its grace period lost nothing).
 - Reasons come in two texts: one a member of the job's workspace reads, which names no other job
   (another workspace's job, or the scheduler's internal `name#id` key), and one staff read, with
-  job names. `reason_texts` turns an engine text into both.
+  job names. Both are rendered from the engine's typed values by `scheduler.engine.reasons`
+  (`render`, `preemption_text`); the scheduling service stores them with the reason's code.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from datetime import datetime
 
 from scheduler.models import Job, JobPreemption
-
-_WAITING_FOR = re.compile(r"^waiting for (\d+) job\(s\) to exit: .*$")
-_KEY = re.compile(r"[a-z0-9][a-z0-9-]*#\d+")
-
-
-def reclaim_texts(*, by_quota: str, for_job: str) -> tuple[str, str]:
-    """A reclaim's reasons: (member text, staff text)."""
-    return (
-        f"reclaimed for a queued job of quota {by_quota}",
-        f"reclaimed by quota {by_quota} for job {for_job}",
-    )
-
-
-def reason_texts(text: str, names: Mapping[str, str]) -> tuple[str, str]:
-    """An engine reason as (member text, staff text). `names`: engine key (`name#id`) → job name.
-
-    The member text names no job at all: a list of jobs being waited for becomes their number, and
-    any other job key becomes "another job". The staff text has the names without the keys.
-    """
-    staff = _KEY.sub(lambda match: names.get(match.group(0), match.group(0).split("#")[0]), text)
-    waiting = _WAITING_FOR.match(text)
-    if waiting:
-        count = int(waiting.group(1))
-        member = f"waiting for {count} preempted job{'s' if count != 1 else ''} to exit"
-    else:
-        member = _KEY.sub("another job", text)
-    return member, (staff if staff != member else "")
 
 
 def preemption_record(*, job: Job, kind: str, reason: str, staff_reason: str, now: datetime) -> JobPreemption:

@@ -15,7 +15,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from scheduler.engine.types import Decisions
+from scheduler.engine.reasons import MEMBER, Audience, preemption_text, render, staff
+from scheduler.engine.types import PREEMPT_RECLAIM, PREEMPT_WITHIN, Decisions
 from scheduler.engine_rows import SnapshotIndex
 from scheduler.executors import get_executor
 from scheduler.models import AllocationSample, Job, JobEvent, JobPreemption, Node, Pod
@@ -24,7 +25,6 @@ from scheduler.selectors import allocation_by_quota
 from scheduler.services.bulk import in_ids, insert_rows, insert_values, set_column
 from scheduler.services.events import job_event
 from scheduler.services.lifecycle import job_preempt
-from scheduler.services.preemption import reason_texts, reclaim_texts
 from scheduler.states import LIVE_POD_STATUSES, EventKind, JobStatus, check_job_transition
 
 
@@ -43,27 +43,23 @@ def _display(index: SnapshotIndex, key: str) -> str:
     return job.name if job else key.split("#")[0]
 
 
-class _Names(dict):
-    """Engine key → job name, looked up only for the keys a reason text contains."""
+def _staff(index: SnapshotIndex) -> Audience:
+    """Staff read job names, never the engine's internal `name#id` keys."""
+    return staff(lambda key: _display(index, key))
 
-    def __init__(self, index: SnapshotIndex) -> None:
-        super().__init__()
-        self.index = index
 
-    def __missing__(self, key: str) -> str:
-        return _display(self.index, key)
-
-    def get(self, key: str, default: str | None = None) -> str:  # type: ignore[override]
-        return self[key]
+def _texts(member: str, staff_text: str) -> tuple[str, str]:
+    """(member text, staff text): the staff text is stored only where it says more."""
+    return member[:500], (staff_text if staff_text != member else "")[:500]
 
 
 def _reasons(decisions: Decisions, index: SnapshotIndex, key: str, default: str = "") -> tuple[str, str, str]:
-    """A pending or nominated job's reason as (member text, staff text, code): members never read
-    another job's name nor an internal key; the code keeps the reason's kind (engine/reasons.py)."""
+    """A pending or nominated job's reason as (member text, staff text, code), rendered by the engine's
+    reasons module: members never read another job's name; the code keeps the reason's kind."""
     why = decisions.reasons.get(key)
-    text = str(why) if why is not None else default
-    member, staff = reason_texts(text, _Names(index))
-    return member[:500], staff[:500], getattr(why, "code", "")
+    if why is None:
+        return default[:500], "", ""
+    return (*_texts(render(why, MEMBER), render(why, _staff(index))), why.code)
 
 
 def cycle_apply(*, decisions: Decisions, index: SnapshotIndex, now: datetime) -> list[tuple[Job, list[Pod]]]:
@@ -86,19 +82,16 @@ def cycle_apply(*, decisions: Decisions, index: SnapshotIndex, now: datetime) ->
     return launches
 
 
-PREEMPTION_CODE = "reclaimed"  # the code of a reclaim's "preempted" event
+# The engine's kind of preemption -> the kind a JobPreemption row records.
+PREEMPTION_KINDS = {PREEMPT_RECLAIM: JobPreemption.Kind.RECLAIM, PREEMPT_WITHIN: JobPreemption.Kind.PRIORITY}
 
 
 def _apply_preemptions(decisions: Decisions, index: SnapshotIndex) -> None:
+    audience = _staff(index)
     for key, preemption in decisions.preempted.items():
-        if preemption.reason.startswith("reclaimed by quota"):
-            member, staff = reclaim_texts(by_quota=preemption.by_quota, for_job=_display(index, preemption.for_job))
-            kind = JobPreemption.Kind.RECLAIM
-        else:  # e.g. "preempted by a higher-priority job of the same quota" (DESIGN §2b)
-            member, staff = reason_texts(preemption.reason, _Names(index))
-            kind = JobPreemption.Kind.PRIORITY if "priority" in preemption.reason else JobPreemption.Kind.RECLAIM
-        job_preempt(job=index.jobs[key], reason=member, staff_reason=staff, kind=kind,
-                    code=PREEMPTION_CODE if kind == JobPreemption.Kind.RECLAIM else preemption.code)
+        member, staff_text = _texts(preemption_text(preemption, MEMBER), preemption_text(preemption, audience))
+        job_preempt(job=index.jobs[key], reason=member, staff_reason=staff_text,
+                    kind=PREEMPTION_KINDS[preemption.kind], code=preemption.code)
 
 
 def _admitted_fields(now: datetime) -> dict:
