@@ -2,7 +2,7 @@
 
 A client asks once for the tail (no offset) and gets the last N lines plus the byte offset they
 end at; it then asks with that offset and gets only what was appended since. Both reads go
-through scheduler.executors.logs.read_pod_log: the file on this machine (local executor), or the
+through scheduler.node.logs.read_pod_log: the file on this machine (local executor), or the
 pod's node asked over the Celery control channel (Celery executor), read with
 scheduler.node.runtime.logs.read_from, which never splits a UTF-8 character and starts over when a log
 was truncated. A node that does not answer raises LogUnavailable.
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.executors.logs import LogUnavailable, read_pod_log
 from scheduler.models import Pod
+from scheduler.node.logs import LogUnavailable, read_pod_log
 
 __all__ = ["LogUnavailable", "LogWindow", "follow_window", "tail_window"]
 

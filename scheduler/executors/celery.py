@@ -23,7 +23,6 @@ log = logging.getLogger("tidepool.executor")
 
 RUN_POD_TASK = "tidepool.run_pod"
 TERMINATE_COMMAND = "tidepool_terminate_pod"
-READ_LOG_COMMAND = "tidepool_read_pod_log"
 
 
 def node_queue(node_name: str) -> str:

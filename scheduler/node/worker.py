@@ -10,7 +10,7 @@ its pods with the database every TIDEPOOL_RECONCILE_SECONDS (reconcile.py): star
 terminate commands are hints that wake the reconcile. Pods run as process groups under a PodAgent. On a
 warm shutdown it drains: the node is cordoned, its jobs are preempted (SIGTERM, grace period) and
 restart elsewhere from their checkpoints. Pod logs stay on the node: the console and the API read
-them through the `tidepool_read_pod_log` control command (scheduler/executors/logs.py).
+them through the `tidepool_read_pod_log` control command (scheduler/node/logs.py).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from celery.worker.control import control_command
 from django.conf import settings
 from django.db import close_old_connections
 
-from scheduler.executors.celery import READ_LOG_COMMAND, TERMINATE_COMMAND
+from scheduler.executors.celery import TERMINATE_COMMAND
 from scheduler.models import Node, Pod
 from scheduler.node.agent import PodAgent
-from scheduler.node.logs import serve_pod_log
+from scheduler.node.logs import READ_LOG_COMMAND, serve_pod_log
 from scheduler.node.orphans import release_orphaned_pods
 from scheduler.node.reconcile import ReconcileLoop
 from scheduler.node.runtime.gpus import (

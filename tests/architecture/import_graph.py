@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,3 +142,65 @@ def imports_of_prefix(graph: dict[str, dict[str, int]], source: str, target: str
         for mod, imports in sorted(graph.items()) if under(mod, source)
         for imp, line in sorted(imports.items()) if under(imp, target)
     ]
+
+
+def package(module: str) -> str:
+    """The top-level unit a module belongs to: `scheduler.<name>` for anything inside scheduler/
+    (a subpackage such as scheduler.node, runtime/ included, or a top-level module such as
+    scheduler.states), else its top-level package (console, config, …)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "scheduler" and len(parts) > 1 else parts[0]
+
+
+def package_edges(graph: dict[str, dict[str, int]]) -> dict[str, dict[str, list[str]]]:
+    """package → {imported package: ['module:line → imported', …]}."""
+    edges: dict[str, dict[str, list[str]]] = defaultdict(dict)
+    for source, targets in sorted(graph.items()):
+        for target, line in sorted(targets.items()):
+            a, b = package(source), package(target)
+            if a != b:
+                edges[a].setdefault(b, []).append(f"{source}:{line} → {target}")
+    return edges
+
+
+def package_cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Every group of packages that import each other in a circle (the strongly connected parts of
+    the package graph with more than one package), each as one cycle through it [a, b, …, a]
+    followed by the imports that make each step, sorted."""
+    edges = package_edges(graph)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(edges.get(node, {})):
+            if nxt not in index:
+                connect(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = set()
+            while True:
+                member = stack.pop()
+                group.add(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for node in sorted(edges):
+        if node not in index:
+            connect(node)
+    found = []
+    for group in groups:
+        inside = {a: {b for b in edges.get(a, {}) if b in group} for a in group}
+        cycle = find_cycle(inside) or []
+        steps = [f"  {a} → {b}: {edges[a][b][0]}" for a, b in pairwise(cycle)]
+        others = sorted(group - set(cycle))
+        also = f" (with {', '.join(others)} in the same circle)" if others else ""
+        found.append([" → ".join(cycle) + also, *steps])
+    return sorted(found)

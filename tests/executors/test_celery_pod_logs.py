@@ -14,13 +14,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from scheduler.executors import logs as pod_logs
 from scheduler.executors import set_executor
 from scheduler.executors.celery import CeleryExecutor
-from scheduler.executors.logs import LogUnavailable, ask_node, read_pod_log
 from scheduler.loop.cycle import schedule_once
 from scheduler.models import Node, Pod, Workspace
-from scheduler.node.logs import serve_pod_log
+from scheduler.node import logs as pod_logs
+from scheduler.node.logs import LogUnavailable, ask_node, read_pod_log, serve_pod_log
 from scheduler.node.runtime.logs import NODE_MAX_BYTES
 from scheduler.node.specs import pod_log_path
 from scheduler.services.jobs import job_submit
