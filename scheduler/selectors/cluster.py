@@ -21,6 +21,7 @@ from scheduler.models import (
     Workspace,
 )
 from scheduler.selectors.access import user_quotas, user_workspaces, visible_jobs
+from scheduler.selectors.quota_room import InQuotaRoom, in_quota_rooms
 from scheduler.states import (
     LIVE_POD_STATUSES,
     PENDING_JOB_STATUSES,
@@ -119,6 +120,7 @@ class QuotaUsage:
     pending_jobs: int = 0
     running_jobs: int = 0
     children: list[QuotaUsage] = field(default_factory=list)
+    room: InQuotaRoom | None = None  # what one job submitted to exactly this quota can get In Quota
 
     @property
     def free(self) -> int:
@@ -137,21 +139,22 @@ class QuotaUsage:
 def quota_tree() -> list[QuotaUsage]:
     """Every quota, depth first (pools in order, children by name), with its subtree's GPU use.
 
-    A fixed number of queries: quotas, live pods, job counts, node capacity.
+    A fixed number of queries: quotas, live pods, job counts, nodes. `room`: see selectors.quota_room.
     """
-
-
     quotas = list(ResourceQuota.objects.prefetch_related("workspaces").order_by("resource_type", "name"))
     own_in: dict[int, int] = defaultdict(int)
     own_out: dict[int, int] = defaultdict(int)
     pool_in: dict[str, int] = defaultdict(int)
     pool_out: dict[str, int] = defaultdict(int)
-    for quota_id, pool, in_quota, indices in Pod.objects.filter(status__in=LIVE_POD_STATUSES).values_list(
-        "job__quota_id", "job__quota__resource_type", "job__in_quota", "gpu_indices"
+    own_in_by_model: dict[int, dict[str, int]] = defaultdict(dict)
+    for quota_id, pool, in_quota, indices, model in Pod.objects.filter(status__in=LIVE_POD_STATUSES).values_list(
+        "job__quota_id", "job__quota__resource_type", "job__in_quota", "gpu_indices", "node__gpu_type"
     ):
         gpus = len(indices or [])
         if in_quota:
             own_in[quota_id] += gpus
+            if gpus:
+                own_in_by_model[quota_id][model] = own_in_by_model[quota_id].get(model, 0) + gpus
             pool_in[pool] += gpus
         else:
             own_out[quota_id] += gpus
@@ -171,8 +174,11 @@ def quota_tree() -> list[QuotaUsage]:
     for quota_id, count in requeued_preempted().values_list("quota_id").annotate(n=Count("id")).order_by():
         own_pending[quota_id] += count  # Preempted, queued again to resume (DESIGN §3)
     capacity: dict[str, int] = defaultdict(int)
-    for pool, gpus in Node.objects.filter(lost=False).values_list("resource_type", "gpu_count"):
-        capacity[pool] += gpus
+    nodes = list(Node.objects.all())
+    for node in nodes:
+        if not node.lost:
+            capacity[node.resource_type] += node.gpu_count
+    rooms = in_quota_rooms(quotas, nodes, own_in_by_model)
 
     by_parent: dict[int | None, list[ResourceQuota]] = defaultdict(list)
     for quota in quotas:
@@ -181,7 +187,8 @@ def quota_tree() -> list[QuotaUsage]:
 
     def visit(quota: ResourceQuota, depth: int) -> QuotaUsage:
         max_gpus = sum(int(v) for v in quota.max_gpus.values()) if quota.max_gpus else None
-        usage = QuotaUsage(quota=quota, depth=depth, min_gpus=quota.min_gpu_total, max_gpus=max_gpus)
+        usage = QuotaUsage(quota=quota, depth=depth, min_gpus=quota.min_gpu_total, max_gpus=max_gpus,
+                           room=rooms[quota.pk])
         usage.in_quota = own_in[quota.pk]
         usage.borrowed = own_out[quota.pk]
         usage.pending_jobs = own_pending[quota.pk]
@@ -212,12 +219,14 @@ def quota_tree() -> list[QuotaUsage]:
 
 @dataclass(frozen=True)
 class QuotaChoice:
-    """A quota as the submission form offers it."""
+    """A quota as the submission form offers it. `free_gpus` / `total_gpus`: the GPUs (of one model) a
+    job can get In Quota there now / at most (`room`: per model, and whether it keeps nothing)."""
     quota: ResourceQuota
     workspace_ids: tuple[int, ...]
     free_gpus: int
     total_gpus: int
     gpu_models: tuple[str, ...]
+    room: InQuotaRoom | None = None
 
 
 def quota_choices(*, user: AbstractBaseUser) -> list[QuotaChoice]:
@@ -235,9 +244,10 @@ def quota_choices(*, user: AbstractBaseUser) -> list[QuotaChoice]:
             QuotaChoice(
                 quota=quota,
                 workspace_ids=spaces,
-                free_gpus=u.free if u else 0,
-                total_gpus=quota.min_gpu_total,
+                free_gpus=u.room.now_gpus if u and u.room else 0,
+                total_gpus=u.room.most_gpus if u and u.room else 0,
                 gpu_models=tuple(models.get(quota.resource_type, ())),
+                room=u.room if u else None,
             )
         )
     return choices
