@@ -157,6 +157,9 @@ PREEMPT_KINDS = (PREEMPT_RECLAIM, PREEMPT_WITHIN)
 
 @dataclass(frozen=True, slots=True)
 class Preemption:
+    """A victim of this cycle: who, for which job of which quota, and why (`kind`); its text is
+    `reasons.preemption_text`."""
+
     victim: str
     for_job: str
     by_quota: str
@@ -170,13 +173,6 @@ class Preemption:
     @property
     def code(self) -> str:
         return "preempted_within_quota" if self.within else "reclaimed"
-
-    @property
-    def reason(self) -> str:
-        """"reclaimed by quota team-a for job bert-large", the staff's text (`reasons.preemption_text`)."""
-        from .reasons import STAFF, preemption_text
-
-        return preemption_text(self, STAFF)
 
 
 @dataclass(slots=True)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from scheduler.engine import scenario
 from scheduler.engine.types import CPU, MEMORY, Node, Quota, gpu_key
+from scheduler.engine_tools import scenario
 
 from .traces import Cluster, TraceError, require_columns
 

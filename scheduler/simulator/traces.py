@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from scheduler.engine.bench import TRACES_DIR
 from scheduler.engine.types import CPU, DEFAULT_POOL, IDLE_MODES, MEMORY, Node, Quota, gpu_key
+from scheduler.engine_tools.bench import TRACES_DIR
 
 # Where the public traces live (../shared/traces beside the project): one home, the engine's benchmark.
 SHARED_TRACES = TRACES_DIR

@@ -7,7 +7,8 @@ from collections import Counter
 import pytest
 from engine_checks import check_snapshot
 
-from scheduler.engine.bench import (
+from scheduler.engine.types import IDLE_OFF, IDLE_ONLY, PENDING, RUNNING
+from scheduler.engine_tools.bench import (
     PHILLY_MIX,
     STORM_SIZES,
     TRACES_DIR,
@@ -19,7 +20,6 @@ from scheduler.engine.bench import (
     measure,
     sweep,
 )
-from scheduler.engine.types import IDLE_OFF, IDLE_ONLY, PENDING, RUNNING
 
 
 def test_synthetic_snapshots_are_consistent():

@@ -9,10 +9,10 @@ import pytest
 from engine_checks import check_decisions
 
 from scheduler.engine import memo
-from scheduler.engine.bench import build_reclaim_heavy_snapshot, build_synthetic_snapshot
 from scheduler.engine.cycle import run_cycle
 from scheduler.engine.state import queue_order
 from scheduler.engine.types import IDLE_ONLY, NOMINATED, RUNNING, Job, Node, Pod, Quota, Snapshot
+from scheduler.engine_tools.bench import build_reclaim_heavy_snapshot, build_synthetic_snapshot
 
 NODES = (Node("n1", "A100", 8, 96000, 786432),)
 QUOTAS = (Quota("root", None), Quota("q", "root", {"gpu:A100": 8, "cpu": 96000, "memory": 786432}))

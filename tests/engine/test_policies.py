@@ -13,7 +13,7 @@ from reference_reclaim import reference_select_victims
 from test_reclaim_reference import _is_taken, _names, _random_snapshot
 
 from scheduler.engine.cycle import run_cycle
-from scheduler.engine.reasons import ProtectedVictims
+from scheduler.engine.reasons import STAFF, ProtectedVictims, preemption_text
 from scheduler.engine.types import IDLE_SHARE_FAIR, PENDING, RUNNING, Job, Policy, Snapshot
 from scheduler.engine.victims import selection
 
@@ -118,7 +118,7 @@ def test_preempt_within_demotes_and_preempts_only_lower_priority_jobs_of_the_sam
                 within += 1
                 assert victim.quota == owner.quota and victim.priority < owner.priority
                 assert preemption.code == "preempted_within_quota"
-                assert preemption.reason.startswith("preempted by a higher-priority job of the same quota")
+                assert preemption_text(preemption, STAFF) == "preempted by a higher-priority job of the same quota"
         assert all(name in decisions.admitted or name in decisions.nominated or name in decisions.pending
                    for name, job in jobs.items() if job.phase == "pending")
     assert demotions > 5 and within > 5, (demotions, within)

@@ -7,9 +7,25 @@ from collections import Counter
 from pathlib import Path
 
 from scheduler.engine.cycle import run_cycle
-from scheduler.engine.reasons import REASON_CODES, Reason
-from scheduler.engine.scenario import load
+from scheduler.engine.reasons import (
+    MEMBER,
+    REASON_CODES,
+    STAFF,
+    AnyModel,
+    Asked,
+    BothPaths,
+    IdleOnly,
+    NoIdleRoom,
+    QuotaFull,
+    Reason,
+    Starving,
+    WaitingForVictims,
+    preemption_text,
+    render,
+    staff,
+)
 from scheduler.engine.types import IDLE_ACCEPTABLE, IDLE_ONLY, Job, Node, Pod, Quota, Snapshot
+from scheduler.engine_tools.scenario import load
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yaml"))
 NODES = (Node("a", "A100", 8, 96000, 786432), Node("h", "H100", 8, 96000, 786432))
@@ -76,4 +92,25 @@ def test_preemption_reason_built_when_read():
     )
     preemption = run_cycle(Snapshot(NODES, quotas, jobs)).preempted["borrower"]
     assert (preemption.for_job, preemption.by_quota) == ("owner", "t")
-    assert preemption.reason == "reclaimed by quota t for job owner"
+    assert preemption_text(preemption, STAFF) == "reclaimed by quota t for job owner"
+    assert preemption.kind == "reclaim" and preemption.code == "reclaimed"
+    assert preemption_text(preemption, MEMBER) == "reclaimed for a queued job of quota t"  # names no job
+    assert preemption_text(preemption, staff(str.upper)) == "reclaimed by quota t for job OWNER"
+
+
+def test_a_member_reads_how_many_jobs_are_waited_for_and_staff_read_which():
+    waiting = WaitingForVictims(("a#3", "b#4"))
+    assert render(waiting, MEMBER) == "waiting for 2 preempted jobs to exit"
+    assert render(WaitingForVictims(("a#3",)), MEMBER) == "waiting for 1 preempted job to exit"
+    assert render(waiting, staff(lambda key: key.split("#")[0])) == "waiting for 2 job(s) to exit: a, b"
+    assert str(waiting) == "waiting for 2 job(s) to exit: a#3, b#4"  # the engine's own keys (scenario files)
+
+
+def test_combined_reasons_render_each_part_for_the_same_reader():
+    quota = QuotaFull("team-a", "gpu:A100", 8, 2, 16)
+    both = BothPaths(quota, IdleOnly(NoIdleRoom(Asked(1, 8, "A100", 0, 0, True))))
+    member = render(both, MEMBER)
+    assert member == str(both) == ("quota team-a full: needs 8 A100, 2 left of 16; idle resources: idle mode only: "
+                                   "no free unreserved capacity for 8 A100")
+    assert render(AnyModel((quota, Starving(quota, ("n1",)))), MEMBER).startswith("quota team-a full")
+    assert both.code == "quota_and_idle" and both.in_quota.code == "quota_full"

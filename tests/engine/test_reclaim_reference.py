@@ -14,7 +14,6 @@ import pytest
 from engine_checks import check_decisions, check_snapshot
 from reference_reclaim import reference_select_victims
 
-from scheduler.engine.bench import build_mixed_storm_snapshot, build_reclaim_heavy_snapshot
 from scheduler.engine.cycle import run_cycle
 from scheduler.engine.types import (
     IDLE_ACCEPTABLE,
@@ -30,6 +29,7 @@ from scheduler.engine.types import (
     gpu_key,
 )
 from scheduler.engine.victims import selection
+from scheduler.engine_tools.bench import build_mixed_storm_snapshot, build_reclaim_heavy_snapshot
 
 MODELS = ("A100", "H100")
 

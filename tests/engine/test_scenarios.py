@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scheduler.engine.scenario import ScenarioError, load, main, parse
 from scheduler.engine.types import IDLE_OFF, PENDING, RUNNING
+from scheduler.engine_tools.scenario import ScenarioError, load, main, parse
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 VALID = sorted(SCENARIOS.glob("*.yaml"))

@@ -27,7 +27,8 @@ from django.core.management.base import BaseCommand
 from django.db import connection
 from django.utils import timezone
 
-from scheduler.engine.bench import (
+from scheduler.engine.types import GPU_PREFIX
+from scheduler.engine_tools.bench import (
     QUEUED_PER_NODE,
     SWEEP_NODES,
     build_synthetic_snapshot,
@@ -35,7 +36,6 @@ from scheduler.engine.bench import (
     measure,
     sweep,
 )
-from scheduler.engine.types import GPU_PREFIX
 
 
 class CountingExecutor:

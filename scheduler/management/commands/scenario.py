@@ -4,7 +4,7 @@ import sys
 
 from django.core.management.base import BaseCommand
 
-from scheduler.engine.scenario import main
+from scheduler.engine_tools.scenario import main
 
 
 class Command(BaseCommand):

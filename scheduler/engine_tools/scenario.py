@@ -26,10 +26,9 @@ from typing import IO, Any
 
 import yaml
 
-from .cycle import run_cycle
-from .quota import tree_problems
-from .scenario_read import Reader, ScenarioError, kind
-from .types import (
+from scheduler.engine.cycle import run_cycle
+from scheduler.engine.quota import tree_problems
+from scheduler.engine.types import (
     CPU,
     DEFAULT_POOL,
     IDLE_MODES,
@@ -51,6 +50,8 @@ from .types import (
     Snapshot,
     gpu_key,
 )
+
+from .scenario_read import Reader, ScenarioError, kind
 
 TOP_KEYS = ("now", "policy", "nodes", "quotas", "jobs", "expect")
 POLICY_KEYS = ("idle_share", "min_runtime_s", "starvation_s", "starvation_hold", "starved_min_runtime_s")

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from .cycle import run_cycle
-from .types import (
+from scheduler.engine.cycle import run_cycle
+from scheduler.engine.types import (
     IDLE_ACCEPTABLE,
     IDLE_OFF,
     IDLE_ONLY,
