@@ -1,7 +1,7 @@
 """The OpenAPI schema's field descriptions and hooks (settings.SPECTACULAR_SETTINGS).
 
-/api/'s serializers carry no help texts; rather than edit them, the descriptions of every
-component's properties live here, keyed by component then property (COMMON: names shared by
+The serializers (scheduler.api.v1.serializers) carry no help texts; the descriptions of every
+component's properties live here instead, keyed by component then property (COMMON: names shared by
 several). `describe_fields` fills them in; tests/api/test_api_v1_schema.py fails on any property
 left without one and on any difference from the committed docs/openapi.yaml.
 """
