@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 
 from scheduler.engine.types import PENDING, Job, Pod
+from scheduler.states import PreemptedPhase, phase_after_preemption
 
 from .ledger import JobClass, Ledger
 from .model import JobOutcome
@@ -15,6 +16,19 @@ from .work import Run, WorkModel
 
 # Job states inside the replay.
 FUTURE, QUEUED, NOMINATED, RUNNING, TERMINATING, DONE, REJECTED = range(7)
+
+# Every trace job is replayed as fault tolerant: it checkpoints, and a preempted run resumes.
+TRACE_JOBS_FAULT_TOLERANT = True
+
+
+def requeue_after_exit(sim: SimJob) -> bool:
+    """Once a preempted job's pods have exited, does it queue again? As in production
+    (states.phase_after_preemption, DESIGN §3): at once, with its first queue time, when fault
+    tolerant; else it is held until a person restarts it, which in a replay is for ever (DONE)."""
+    if phase_after_preemption(fault_tolerance=TRACE_JOBS_FAULT_TOLERANT) is PreemptedPhase.REQUEUED:
+        return True
+    sim.state = DONE
+    return False
 
 
 class SimJob:

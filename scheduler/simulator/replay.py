@@ -7,11 +7,10 @@ handled by one cycle, as the live loop does when several wake-ups arrive while i
 Events at the same instant as a cycle are applied before it. With `cycle_s = 0` every event time
 gets its own cycle.
 
-A preempted job keeps its GPUs for the whole grace period (the conservative case: its pods use
-all of it), then exits and is queued again with its first queue time. How wall time turns into
-work (checkpoint saves at a per-job phase, their cost, the restart overhead of a resumed run, the
-work redone after a preemption) is work.py's; a victim whose run ends within the grace period
-finishes normally.
+A preempted job keeps its GPUs for the whole grace period (the conservative case: its pods use all of it),
+then exits and is queued again with its first queue time. How wall time turns into work (checkpoint saves at
+a per-job phase, their cost, the restart overhead of a resumed run, the work redone after a preemption) is
+work.py's; a victim whose run ends within the grace period finishes normally.
 
 Two savings keep 82k-job replays fast without changing any decision (tests compare both ways):
 
@@ -44,7 +43,6 @@ from scheduler.engine.types import (
     Quota,
     Snapshot,
 )
-from scheduler.states import PreemptedPhase, phase_after_preemption
 
 from . import fifo
 from . import jobs as states
@@ -56,9 +54,6 @@ from .traces import Cluster, TraceJob
 from .work import Run, RunRecord
 
 Engine = Callable[[Snapshot], Decisions]
-
-# Every trace job is replayed as fault tolerant: it checkpoints, and a preempted run resumes.
-TRACE_JOBS_FAULT_TOLERANT = True
 
 # Event kinds, ordered so that at one instant completions and exits free capacity before arrivals.
 _COMPLETE, _EXIT, _ARRIVE = 0, 1, 2
@@ -254,14 +249,11 @@ class _Replay:
         sim.progress = sim.duration
 
     def _exit(self, sim: SimJob) -> None:
-        """A victim's pods are gone: its GPUs are free. A fault-tolerant job queues again at once with
-        its first queue time, as in production (states.phase_after_preemption, DESIGN §3)."""
+        """A victim's pods are gone: its GPUs are free; it queues again at once (jobs.requeue_after_exit)."""
         self._release(sim)
         sim.view = sim.pending_view
-        if phase_after_preemption(fault_tolerance=TRACE_JOBS_FAULT_TOLERANT) is PreemptedPhase.REQUEUED:
+        if states.requeue_after_exit(sim):
             self._enqueue(sim)
-        else:  # held until a person restarts it: in a replay, for ever
-            sim.state = states.DONE
 
     def _record(self, sim: SimJob, record: RunRecord) -> None:
         """Keep a run that ended and add where its GPU-time went to its job's figures."""
