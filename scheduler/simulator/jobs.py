@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from scheduler.engine.quota import QuotaTree
 from scheduler.engine.types import PENDING, Job, Pod
 from scheduler.states import PreemptedPhase, phase_after_preemption
 
@@ -74,6 +75,7 @@ def build_jobs(
     classes: dict[tuple, JobClass] = {}
     pods_cache: dict[tuple, tuple[Pod, ...]] = {}
     fits_cache: dict[tuple[str, int, str | None], bool] = {}
+    tree = QuotaTree(cluster.quotas, cluster.nodes)
     pools = {q.name: q.pool for q in setup.quotas}
     for index, job in enumerate(jobs):
         quota = setup.quota_of_team[job.quota]
@@ -92,7 +94,7 @@ def build_jobs(
         )
         fits_key = (job.quota, job.gpus, job.gpu_type)
         if fits_key not in fits_cache:
-            fits_cache[fits_key] = fits_guarantee(job, cluster.quotas, cluster.nodes)
+            fits_cache[fits_key] = fits_guarantee(job, cluster.quotas, cluster.nodes, tree)
         fits = fits_cache[fits_key]
         key = (quota, pods, job.priority, idle, fits)
         if key not in classes:

@@ -2,15 +2,17 @@
 
 The ledger counts GPUs by (pool, model): capacity, held by pods (running or terminating), being
 released (terminating) and borrowed (running Not in Quota); and per quota and model what counts
-against its guarantee (inq, DESIGN §2). From these, `bound` says how many jobs of a class of
-identical pending jobs could at most be admitted or nominated in one cycle.
+against its guarantee (inq, DESIGN §2). A quota with children also has an own level: what it keeps
+beside their guarantees (`ownmin`) and what its own jobs count against it, as the engine's quota tree
+has. From these, `bound` says how many jobs of a class of identical pending jobs could at most be
+admitted or nominated in one cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from scheduler.engine.quota import effective_min
+from scheduler.engine.quota import effective_min, own_min
 from scheduler.engine.types import GPU_PREFIX, IDLE_OFF, IDLE_ONLY, Node, Pod, Quota
 
 
@@ -60,12 +62,20 @@ class Ledger:
             self.models_of_pool[pool] = (*self.models_of_pool.get(pool, ()), model)
         # Guarantee of each quota per model (a root stating no min holds its pool).
         self.guarantee: dict[str, dict[str, int]] = {}
+        guaranteed = {quota.name: effective_min(quota, nodes) for quota in quotas}
         for quota in quotas:
-            guaranteed = effective_min(quota, nodes)
-            self.guarantee[quota.name] = {
-                key[len(GPU_PREFIX):]: amount for key, amount in guaranteed.items() if key.startswith(GPU_PREFIX)
-            }
+            self.guarantee[quota.name] = _gpus_by_model(guaranteed[quota.name])
         self.inq: dict[str, dict[str, int]] = {q.name: {} for q in quotas}
+        # The own level of each quota with children (DESIGN §2: a guarantee given to a child is the child's).
+        children: dict[str, list[str]] = {}
+        for quota in quotas:
+            if quota.parent in guaranteed:
+                children.setdefault(quota.parent, []).append(quota.name)
+        self.own_guarantee: dict[str, dict[str, int]] = {
+            name: _gpus_by_model(own_min(guaranteed[name], (guaranteed[kid] for kid in kids)))
+            for name, kids in children.items()
+        }
+        self.own_inq: dict[str, dict[str, int]] = {name: {} for name in self.own_guarantee}
         self.paths = paths
 
     @property
@@ -80,6 +90,17 @@ class Ledger:
         for name in self.paths[quota]:
             counted = self.inq[name]
             counted[model] = counted.get(model, 0) + gpus
+        own = self.own_inq.get(quota)
+        if own is not None:
+            own[model] = own.get(model, 0) + gpus
+
+    def headroom(self, cls: JobClass, model: str) -> int:
+        """The least guarantee left on `model` along the class's quota path, its quota's own level first."""
+        room = min(self.guarantee[q].get(model, 0) - self.inq[q].get(model, 0) for q in cls.quota_path)
+        own = self.own_guarantee.get(cls.quota)
+        if own is not None:
+            room = min(room, own.get(model, 0) - self.own_inq[cls.quota].get(model, 0))
+        return room
 
     def may_fit_in_quota(self, cls: JobClass) -> bool:
         """Whether a job of the class could fit in quota on some model: False only for `off` classes
@@ -87,10 +108,7 @@ class Ledger:
         so this says True whenever the engine's own test could (DESIGN §2b: only such jobs starve)."""
         if cls.idle or not cls.gpus:
             return True
-        return any(
-            min(self.guarantee[q].get(model, 0) - self.inq[q].get(model, 0) for q in cls.quota_path) >= cls.gpus
-            for _, model in cls.models
-        )
+        return any(self.headroom(cls, model) >= cls.gpus for _, model in cls.models)
 
     def offered(self, cls: JobClass, now: float, starvation_s: float, hold: bool = False) -> int:
         """How many of the class's queue go into the snapshot: its bound, or with a starvation guard the
@@ -127,13 +145,16 @@ class Ledger:
         for pool_model in cls.models:
             free = self.capacity.get(pool_model, 0) - self.held.get(pool_model, 0)
             if cls.in_quota:
-                model = pool_model[1]
-                headroom = min(self.guarantee[q].get(model, 0) - self.inq[q].get(model, 0) for q in cls.quota_path)
+                headroom = self.headroom(cls, pool_model[1])
                 reachable = free + self.releasing.get(pool_model, 0) + self.borrowed.get(pool_model, 0)
                 in_quota += max(0, min(headroom, reachable))
             if cls.idle:
                 idle += max(0, free)
         return in_quota // cls.gpus + idle // cls.gpus
+
+
+def _gpus_by_model(amounts: Mapping[str, int]) -> dict[str, int]:
+    return {key[len(GPU_PREFIX):]: amount for key, amount in amounts.items() if key.startswith(GPU_PREFIX)}
 
 
 def starving_count(queue: Sequence[tuple[float, str, int]], now: float, limit: float) -> int:

@@ -8,7 +8,8 @@ mode each job asks for (and `fifo`, which jobs the replay offers it: fifo.py):
 - `strict`: the cluster's quota tree, every job `off`: a team gets its guarantee and nothing more.
   Jobs of teams without a guarantee, or larger than their guarantee, never start.
 - `idle`: the same tree, jobs of teams with a guarantee `acceptable` (quota first, idle resources
-  when the quota is full), jobs of teams without one `only`; reclaim and promotion as in DESIGN §2.
+  when the quota is full), jobs of teams without one `only` (a team with child quotas has only what it
+  keeps beside their guarantees, `ownmin`); reclaim and promotion as in DESIGN §2.
   A job's own `idle` column (user traces) wins over these defaults.
 - `pool`: no team quotas: one root quota per pool holding its whole capacity, every job `off`.
   The engine takes pending jobs by priority, then queue time, and places every one that fits, so
@@ -21,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.engine.quota import effective_min
+from scheduler.engine.quota import QuotaTree, effective_min, own_min
 from scheduler.engine.types import (
     DEFAULT_POOL,
     GPU_PREFIX,
@@ -69,7 +70,7 @@ def build_policy(name: str, cluster: Cluster, jobs: Iterable[TraceJob]) -> Polic
     by_name = {q.name: q for q in cluster.quotas}
     unknown = [team for team in teams if team not in by_name]
     unguaranteed = tuple(
-        t for t in teams if t in unknown or not _has_gpu_guarantee(effective_min(by_name[t], cluster.nodes))
+        t for t in teams if t in unknown or not _has_gpu_guarantee(_kept_for_own_jobs(t, cluster))
     )
     if name == POOL:
         pools = sorted({n.pool for n in cluster.nodes} | {q.pool for q in cluster.quotas})
@@ -95,24 +96,27 @@ def build_policy(name: str, cluster: Cluster, jobs: Iterable[TraceJob]) -> Polic
     )
 
 
-def fits_guarantee(job: TraceJob, quotas: Sequence[Quota], nodes: Sequence[Node]) -> bool:
-    """Whether the job's GPUs fit its team's guarantee (and every ancestor's) on some GPU model.
+def fits_guarantee(job: TraceJob, quotas: Sequence[Quota], nodes: Sequence[Node], tree: QuotaTree | None = None) -> bool:
+    """Whether the job's GPUs fit its team's guarantee on some GPU model: the engine's own test with
+    the tree empty (`QuotaTree.could_fit`: the team's `min`, every ancestor's, and for a team with
+    child quotas what it keeps beside their guarantees, `ownmin`, DESIGN §2). `tree`: that tree built
+    once from `quotas` and `nodes`, when the caller asks for many jobs.
 
     A static property of the job and the cluster, independent of policy, so that "jobs that fit
     their own quota" is the same set of jobs in every policy's figures.
     """
-    by_name = {q.name: q for q in quotas}
-    if job.quota not in by_name:
+    if tree is None:
+        tree = QuotaTree(quotas, nodes)
+    if job.quota not in tree:
         return job.gpus == 0
     if job.gpus == 0:
         return True
-    guarantees = [effective_min(q, nodes) for q in quota_path(job.quota, by_name)]
-    models = (
-        [gpu_key(job.gpu_type)]
-        if job.gpu_type
-        else sorted({k for g in guarantees for k in g if k.startswith(GPU_PREFIX)})
-    )
-    return any(all(job.gpus <= g.get(key, 0) for g in guarantees) for key in models)
+    if job.gpu_type:
+        models = [job.gpu_type]
+    else:
+        path = list(quota_path(job.quota, {q.name: q for q in quotas}))
+        models = sorted({k[len(GPU_PREFIX):] for q in path for k in effective_min(q, nodes) if k.startswith(GPU_PREFIX)})
+    return any(tree.could_fit(job.quota, {gpu_key(model): job.gpus}) for model in models)
 
 
 def quota_path(name: str, by_name: Mapping[str, Quota]) -> Iterable[Quota]:
@@ -126,6 +130,15 @@ def quota_path(name: str, by_name: Mapping[str, Quota]) -> Iterable[Quota]:
         quota = by_name[current]
         yield quota
         current = quota.parent
+
+
+def _kept_for_own_jobs(name: str, cluster: Cluster) -> dict[str, int]:
+    """What the quota guarantees the jobs submitted to exactly it: its min, or for a quota with child
+    quotas only what it keeps beside their guarantees (`ownmin`, DESIGN §2)."""
+    quota = next(q for q in cluster.quotas if q.name == name)
+    kids = [effective_min(q, cluster.nodes) for q in cluster.quotas if q.parent == name]
+    guaranteed = effective_min(quota, cluster.nodes)
+    return own_min(guaranteed, kids) if kids else guaranteed
 
 
 def _has_gpu_guarantee(guarantee: Mapping[str, int]) -> bool:
