@@ -1,33 +1,17 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels (console consumers)."""
+"""ASGI entry point: websockets through Channels (console consumers) and HTTP through Django's stock
+ASGI handler. Behind bin/cluster's nginx this process serves the websockets and the open-ended
+streams (/api/v1/jobs/watch/, followed logs); every other request goes to the WSGI workers
+(config/wsgi.py). Alone (`manage.py serve`, `gunicorn -c python:config.serving`) it serves all."""
 
 import asyncio
+import logging
 import os
 
-import django
-from asgiref.sync import sync_to_async
-from django.core.handlers.asgi import ASGIHandler
+from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-
-class SyncChainASGIHandler(ASGIHandler):
-    """Django's ASGI handler with the middleware chain run as one sync call in one thread hop.
-
-    Every view and middleware of the console is synchronous. Django's own ASGI handler runs
-    middleware that can do both (all of Django's) in async mode, and each of their sync hooks
-    (process_request, process_response) then hops to a thread and back: about 15 hops a request,
-    half of an API submission's CPU under load. Here the chain is built in sync mode, as under
-    WSGI, and handed to the event loop as one `sync_to_async` call (thread-sensitive, so a
-    request's code stays in one thread, as Django requires).
-    """
-
-    def load_middleware(self, is_async: bool = False) -> None:
-        super().load_middleware(is_async=False)
-        self._middleware_chain = sync_to_async(self._middleware_chain, thread_sensitive=True)
-
-
-django.setup(set_prefix=False)
-django_asgi_app = SyncChainASGIHandler()
+django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
@@ -160,6 +144,48 @@ class ConcurrencyLimit:
             release()
 
 
+log = logging.getLogger("tidepool.console.live")
+
+
+class RefuseWhileChannelLayerDown:
+    """A websocket handshake that meets an unreachable channel layer (Redis down: joining the
+    channel or its groups fails after redis-py's retries) is refused, not answered 500 with a
+    traceback: 503 where the server can send an HTTP answer to a handshake (uvicorn), otherwise a
+    close before accept (403). The browser reconnects with backoff and gets a snapshot once Redis
+    is back."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "websocket":
+            return await self.app(scope, receive, send)
+        from redis.exceptions import RedisError
+
+        accepted = False
+
+        async def tracking_send(message):
+            nonlocal accepted
+            if message["type"] == "websocket.accept":
+                accepted = True
+            await send(message)
+
+        try:
+            return await self.app(scope, receive, tracking_send)
+        except (RedisError, OSError) as error:
+            log.warning("websocket %s refused: the channel layer is unreachable (%s)", scope.get("path"), error)
+            if accepted:
+                await send({"type": "websocket.close", "code": 1011})
+            elif "websocket.http.response" in scope.get("extensions", {}):
+                body = b"The live-update service (Redis) is unreachable; the page retries by itself.\n"
+                await send({"type": "websocket.http.response.start", "status": 503,
+                            "headers": [(b"content-type", b"text/plain"), (b"retry-after", b"5")]})
+                await send({"type": "websocket.http.response.body", "body": body})
+            else:
+                await send({"type": "websocket.close", "code": 1011})
+            return None
+
+
 class RecordServerLoop:
     """Remembers the server's event loop so other threads can publish into the in-memory channel layer."""
 
@@ -178,7 +204,8 @@ application = RecordServerLoop(
     ProtocolTypeRouter(
         {
             "http": StaticFiles(ConcurrencyLimit(BodySizeLimit(django_asgi_app))),
-            "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+            "websocket": RefuseWhileChannelLayerDown(
+                AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))),
         }
     )
 )

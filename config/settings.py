@@ -33,13 +33,12 @@
 | TIDEPOOL_DB_POOL | 0 | 1: a PostgreSQL connection pool per process (psycopg_pool); `bin/cluster` sets it for the websocket server, the scheduler and the node workers. Pooled connections are checked when handed out. |
 | TIDEPOOL_DB_POOL_SIZE | 8 | Most pooled connections per process. |
 | TIDEPOOL_DB_CONN_MAX_AGE | 0 | Without a pool: seconds a connection is kept for the next request (Django's CONN_MAX_AGE; 0: one per request). Kept connections are checked before reuse (CONN_HEALTH_CHECKS). `bin/cluster` sets 300 for the HTTP workers. |
-| TIDEPOOL_WEB_CONCURRENCY | 1 | HTTP requests inside Django at once per web process; others wait their turn (0: no limit). Under gunicorn a worker also accepts a connection only while it has a free one (config/accept_gate.py). See config/serving.py. |
-| TIDEPOOL_WEB_FIRST_BYTE_TIMEOUT | 10 | Seconds a new connection to a gunicorn web worker may stay silent before it is closed (config/accept_gate.py). |
+| TIDEPOOL_WEB_CONCURRENCY | 1 | HTTP requests inside Django at once per ASGI process (config/asgi.py); others wait their turn (0: no limit). The WSGI workers behind nginx (config/serving_http.py) run one each by design. |
 | STATIC_ROOT | <project>/staticfiles | Where `collectstatic` puts files (served by WhiteNoise in config/asgi.py when DEBUG=0). |
 | TIDEPOOL_MAX_BODY_BYTES | 1048576 | Largest request body (DATA_UPLOAD_MAX_MEMORY_SIZE); larger ones get 413/400 unread. |
 | TIDEPOOL_PASSWORD_ITERATIONS | 1000000 | PBKDF2 iterations of password hashes (Django's default); each login pays them. |
-| TIDEPOOL_REDIS_MAX_CONNECTIONS | 64 | Channel-layer Redis connections per process (and event loop); a burst beyond waits for one (config/channel_layer.py). |
-| TIDEPOOL_REDIS_SOCKET_TIMEOUT | 5 | Channel layer's Redis read timeout; must exceed its 2 s blocking read (config/channel_layer.py). |
+| TIDEPOOL_REDIS_SOCKET_TIMEOUT | 5 | Channel layer's Redis read/write timeout (channels-redis's pub/sub layer reads 0.1 s at a time, so an idle socket never meets it). |
+| TIDEPOOL_REDIS_RETRIES | 3 | Times a channel-layer command reconnects and retries after its Redis connection broke (a restart), 0.05-0.5 s apart; then it fails and a websocket handshake is refused. |
 
 Node workers (`celery -A config worker -Q node.<name>`) also read:
 
@@ -237,20 +236,24 @@ LOGIN_REDIRECT_URL = "console:jobs"
 LOGOUT_REDIRECT_URL = "login"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
-# channels-redis waits for messages with a blocking read (BZPOPMIN, 5 s by default); redis-py ≥ 6
-# gives every connection a 5 s socket timeout, so an idle websocket's read raced its own timeout and
-# the socket dropped every ~5 s. config/channel_layer.py shortens the blocking read to 2 s; the read
-# timeout below must stay above it.
 TIDEPOOL_REDIS_SOCKET_TIMEOUT = float(os.environ.get("TIDEPOOL_REDIS_SOCKET_TIMEOUT", "5"))
+TIDEPOOL_REDIS_RETRIES = int(os.environ.get("TIDEPOOL_REDIS_RETRIES", "3"))
 
 
-TIDEPOOL_REDIS_MAX_CONNECTIONS = int(os.environ.get("TIDEPOOL_REDIS_MAX_CONNECTIONS", "64"))
+def redis_channel_layers(url: str) -> dict:
+    """channels-redis's pub/sub layer, as shipped. Each process keeps one subscriber connection (a
+    group is a Redis channel, so 200 sockets joining at once are 200 SUBSCRIBEs on it, not 200 pooled
+    connections) and reads it 0.1 s at a time, so an idle socket never meets the read timeout. A
+    command that finds its connection closed (Redis restarted) reconnects and tries again, up to
+    TIDEPOOL_REDIS_RETRIES times with a backoff of 0.05-0.5 s; the subscriber connection subscribes
+    to its groups again when it reconnects (redis-py's PubSub). While Redis is down a command fails
+    after those retries: a websocket handshake is then refused (config/asgi.py)."""
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialBackoff
 
-
-def redis_channel_layers(url: str, socket_timeout: float = TIDEPOOL_REDIS_SOCKET_TIMEOUT) -> dict:
-    """The Redis channel layer with a blocking read that ends well before the socket's read timeout."""
-    host = {"address": url, "socket_timeout": socket_timeout, "socket_connect_timeout": 5}
-    return {"default": {"BACKEND": "config.channel_layer.TidepoolRedisChannelLayer", "CONFIG": {"hosts": [host]}}}
+    host = {"address": url, "socket_timeout": TIDEPOOL_REDIS_SOCKET_TIMEOUT, "socket_connect_timeout": 2,
+            "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), TIDEPOOL_REDIS_RETRIES)}
+    return {"default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {"hosts": [host]}}}
 
 
 if REDIS_URL:
@@ -324,7 +327,6 @@ TIDEPOOL_METRICS_TOKEN = os.environ.get("TIDEPOOL_METRICS_TOKEN", "")
 TIDEPOOL_METRICS_ALLOW = env_list("TIDEPOOL_METRICS_ALLOW", "127.0.0.1/32,::1/128")
 # HTTP requests inside Django at once per web process (config/asgi.py); below the pool size.
 TIDEPOOL_WEB_CONCURRENCY = int(os.environ.get("TIDEPOOL_WEB_CONCURRENCY", "1"))
-TIDEPOOL_WEB_FIRST_BYTE_TIMEOUT = float(os.environ.get("TIDEPOOL_WEB_FIRST_BYTE_TIMEOUT", "10"))
 TIDEPOOL_DATA_DIR = Path(os.environ.get("TIDEPOOL_DATA_DIR", str(BASE_DIR / "var")))
 # None: derived from TIDEPOOL_DATA_DIR where used (scheduler/paths.py).
 TIDEPOOL_CHECKPOINT_ROOT = Path(os.environ["TIDEPOOL_CHECKPOINT_ROOT"]) if os.environ.get("TIDEPOOL_CHECKPOINT_ROOT") else None

@@ -7,6 +7,7 @@ import http.cookiejar
 import json
 import os
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -33,6 +34,15 @@ class Stack:
     nodes: tuple[str, ...] = ("stack-a", "stack-b")
     port: int = field(default_factory=free_port)
     extra_env: dict[str, str] = field(default_factory=dict)
+    scheme: str = "http"  # "https" with TIDEPOOL_TLS_CERT / TIDEPOOL_TLS_KEY in extra_env
+
+    def tls(self) -> ssl.SSLContext | None:
+        """Client context for the stack's own (self-signed) certificate: loopback only."""
+        if self.scheme != "https":
+            return None
+        context = ssl.create_default_context(cafile=self.extra_env["TIDEPOOL_TLS_CERT"])
+        context.check_hostname = False
+        return context
 
     def env(self) -> dict[str, str]:
         return {
@@ -51,7 +61,7 @@ class Stack:
                               capture_output=True, timeout=timeout)
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"{self.scheme}://127.0.0.1:{self.port}{path}"
 
     def logs(self) -> str:
         parts = []
@@ -80,7 +90,7 @@ class Api:
         request = urllib.request.Request(self.stack.url(path), data=data, method=method,
                                          headers={"Authorization": self.auth, "Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
+            with urllib.request.urlopen(request, timeout=timeout, context=self.stack.tls()) as response:
                 return response.status, json.loads(response.read() or b"null")
         except urllib.error.HTTPError as error:
             payload = error.read()
@@ -113,7 +123,8 @@ def make_token(stack: Stack, username: str) -> str:
 def session_cookie(stack: Stack, username: str, password: str) -> str:
     """Log in through the login page (as a browser does) and return the Cookie header for websockets."""
     jar = http.cookiejar.CookieJar()
-    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar),
+                                         urllib.request.HTTPSHandler(context=stack.tls()))
     opener.open(stack.url("/accounts/login/"), timeout=30).read()
     csrf = next(c.value for c in jar if c.name == "csrftoken")
     form = urllib.parse.urlencode({"username": username, "password": password,

@@ -1,5 +1,6 @@
-"""The production stack as documented, started by `bin/cluster`: PostgreSQL, Redis, the console on
-gunicorn + uvicorn workers, run_scheduler plus a standby, and two Celery node workers.
+"""The production stack as documented, started by `bin/cluster`: PostgreSQL, Redis, the console (nginx
+in front of gunicorn's sync workers for HTTP and its uvicorn workers for websockets), run_scheduler
+plus a standby, and two Celery node workers.
 
 Submit through the API → pods start on the Celery workers (so run_scheduler sends through
 Tidepool's broker) → an In Quota job reclaims an idle borrower → the borrower resumes from its
@@ -13,6 +14,7 @@ import json
 import sys
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -79,6 +81,9 @@ class SocketWatcher(threading.Thread):
 
 
 def test_documented_stack_runs_reclaims_and_resumes(stack: Stack) -> None:
+    with urllib.request.urlopen(stack.url("/static/console/console.css"), timeout=30) as response:
+        assert response.headers["Server"].startswith("nginx")  # the documented front: nginx
+        assert response.headers["Content-Type"].startswith("text/css")  # serving the collected files
     alice = Api(stack, "alice")
     nodes = wait_for(lambda: [n for n in alice.get("/api/v1/nodes/") if n["last_heartbeat"] and n["schedulable"]]
                      if len(alice.get("/api/v1/nodes/")) == 2 else None, 60, "both node workers to register")

@@ -1,6 +1,5 @@
 """The ASGI layers in front of Django (config/asgi.py): static files with DEBUG=0, the per-process
-request limit that an open stream does not hold. How requests spread over the web workers is the
-accept gate's (tests/console/test_accept_gate.py)."""
+request limit that an open stream does not hold."""
 
 from __future__ import annotations
 

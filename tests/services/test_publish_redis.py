@@ -48,7 +48,7 @@ def test_a_publish_from_a_plain_thread_reaches_subscribers_and_reuses_its_loop(r
             seen["second"] = await asyncio.wait_for(layer.receive(channel), 10)
         finally:
             await layer.group_discard("jobs.ws.9001", channel)
-            await layer.close_pools()
+            await layer.flush()  # closes its connections (channels-redis pub/sub layer)
 
     subscriber = threading.Thread(target=lambda: asyncio.run(subscribe_publish_receive()))
     subscriber.start()
