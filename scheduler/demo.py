@@ -35,6 +35,10 @@ class DemoQuota:
 
 
 # General pool: 4 × 8 A100 = 32 GPUs; Lingjun pool: 2 × 8 H800 = 16 GPUs.
+# The roots `general` and `lingjun` give their whole min to the team quotas, and a guarantee given to
+# a child is the child's (DESIGN §2): they keep nothing for jobs submitted to them. Every workspace may
+# still submit there, but such a job only borrows (idle resources, reclaimed when a team needs its
+# guarantee back; with idle resources off it is refused), so no team can take another's guarantee.
 DEMO_NODES = [(f"gpu-{i:02d}", ResourceType.GENERAL, "A100", 8, 96, 768) for i in range(1, 5)] + [
     (f"lingjun-{i:02d}", ResourceType.LINGJUN, "H800", 8, 128, 1024) for i in range(1, 3)
 ]

@@ -3,18 +3,24 @@
 In the test world the root quota `general` (16 A100) gives its whole min to team-vision (8),
 team-language (6) and team-shared (2): it keeps nothing for jobs submitted to it. So such a job can
 only borrow: with idle resources off it can never run and is refused, naming the fix; with idle
-resources allowed it runs Not in Quota, and bob's team takes its guarantee back from it.
+resources allowed it runs Not in Quota, and bob's team takes its guarantee back from it. The demo's
+roots keep nothing either; seed_cluster's root keeps all but team-vision's node for every team.
 """
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
+from django.core.management import call_command
 
+from scheduler.demo import seed_demo
 from scheduler.loop.cycle import schedule_once
-from scheduler.models import Job, JobEvent, JobRole
+from scheduler.models import Job, JobEvent, JobRole, ResourceQuota, Workspace
+from scheduler.selectors import quota_tree
 from scheduler.services.jobs import job_submit
 from scheduler.services.lifecycle import pod_exited, pod_running
 from scheduler.services.quotas import quota_create
@@ -107,3 +113,26 @@ def test_a_job_of_general_cannot_keep_bob_s_team_from_its_guarantee(world: World
     run_reported(recording_executor)
     bob_job.refresh_from_db()
     assert (bob_job.status, bob_job.in_quota) == (JobStatus.RUNNING, True)
+
+
+@pytest.mark.django_db
+def test_the_demo_s_roots_keep_nothing_so_their_jobs_only_borrow() -> None:
+    seed_demo()
+    rooms = {usage.quota.name: usage.room for usage in quota_tree()}
+    assert rooms["general"].keeps_nothing and rooms["lingjun"].keeps_nothing
+    assert rooms["team-vision"].most == {"A100": 16} and rooms["lj-language"].most == {"H800": 6}
+    alice = get_user_model().objects.get(username="alice")
+    fields = {"user": alice, "workspace": Workspace.objects.get(name="vision"),
+              "quota": ResourceQuota.objects.get(name="general"), "command": "train", "roles": [EIGHT]}
+    with pytest.raises(ValidationError, match="quota general keeps no A100 for its own jobs"):
+        job_submit(name="in-quota", **fields)
+    assert job_submit(name="borrows", idle_mode="acceptable", **fields).pk
+
+
+@pytest.mark.django_db
+def test_seed_cluster_s_root_keeps_all_but_team_vision_s_node_for_every_team() -> None:
+    call_command("seed_cluster", nodes=3, gpus=4, stdout=io.StringIO())
+    rooms = {usage.quota.name: usage.room for usage in quota_tree()}
+    assert rooms["general"].most == {"A100": 8} and rooms["general"].beside_children
+    assert rooms["team-vision"].most == {"A100": 4}
+    assert rooms["team-language"].keeps_nothing and rooms["team-research"].keeps_nothing

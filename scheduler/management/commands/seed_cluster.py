@@ -3,6 +3,10 @@
 Unlike seed_demo, no node is created: the node workers register theirs. The quota tree is sized
 for `--nodes` nodes of `--gpus` GPUs each, so it is valid before any worker has started (the root
 states its min instead of taking the pool's capacity, which is 0 until the nodes register).
+team-vision is guaranteed one node; the root `general` keeps the rest for the jobs submitted to it
+(its `ownmin`, DESIGN §2), which every workspace shares: team-language and team-research guarantee
+nothing of their own, so their members run In Quota through `general`, and no job of `general`
+can take team-vision's node (it only borrows it, and is reclaimed when team-vision needs it).
 Idempotent: existing quotas are updated, existing users keep their passwords.
 """
 
@@ -53,5 +57,6 @@ class Command(BaseCommand):
                 quota_update(quota=quota, workspaces=workspaces, **fields)
         seed_demo_users(spaces)
         self.stdout.write(self.style.SUCCESS(
-            f"Cluster seeded for {nodes} × {gpus} {gpu_type}: quotas general, team-vision ({vision}), "
-            "team-language, team-research; users " + ", ".join(f"{u}/{p}" for u, p, _, _ in DEMO_USERS)))
+            f"Cluster seeded for {nodes} × {gpus} {gpu_type}: quotas general (keeps {nodes * gpus - vision} for "
+            f"its own jobs), team-vision ({vision}), team-language, team-research; users "
+            + ", ".join(f"{u}/{p}" for u, p, _, _ in DEMO_USERS)))
