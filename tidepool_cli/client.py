@@ -25,6 +25,29 @@ class CliError(Exception):
         self.code = code
 
 
+DEFAULT_SERVER = "http://127.0.0.1:8000"  # bin/start's console (TIDEPOOL_PORT changes the port there)
+
+
+def server_url(value: str, source: str = "server") -> str:
+    """`value` as a console base URL (http:// or https://, a host, no trailing slash); anything else is
+    refused with a CliError (exit 2) that says what a server looks like."""
+    text = value.strip().rstrip("/")
+    parsed = urllib.parse.urlsplit(text)
+    example = f"e.g. {DEFAULT_SERVER} or https://tidepool.example.com"
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        hint = f" (did you mean http://{text}?)" if text and "://" not in text else ""
+        raise CliError(f"{source}: {value!r} is not a server URL: give http:// or https:// and a host, {example}"
+                       f"{hint}", USAGE)
+    try:
+        parsed.port  # noqa: B018 -- raises ValueError on a port that is not a number in range
+    except ValueError:
+        raise CliError(f"{source}: {value!r} has a bad port number ({example})", USAGE) from None
+    if parsed.query or parsed.fragment:
+        raise CliError(f"{source}: {value!r} has a query or fragment: give the console's address only ({example})",
+                       USAGE)
+    return text
+
+
 def config_path() -> Path:
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "tidepool" / "config.yaml"
@@ -37,7 +60,8 @@ class Config:
 
 
 def load_config() -> Config:
-    """TIDEPOOL_SERVER / TIDEPOOL_TOKEN, else the config file `tidepool login` wrote."""
+    """TIDEPOOL_SERVER / TIDEPOOL_TOKEN, else the config file `tidepool login` wrote; the server is checked
+    (server_url), so a bad one is a clear error here rather than a traceback at the first request."""
     stored: dict[str, Any] = {}
     path = config_path()
     if path.exists():
@@ -46,7 +70,8 @@ def load_config() -> Config:
     token = os.environ.get("TIDEPOOL_TOKEN") or stored.get("token") or ""
     if not server or not token:
         raise CliError("not logged in: run `tidepool login` or set TIDEPOOL_SERVER and TIDEPOOL_TOKEN", AUTH)
-    return Config(server=server.rstrip("/"), token=token)
+    source = "TIDEPOOL_SERVER" if os.environ.get("TIDEPOOL_SERVER") else f"server in {path}"
+    return Config(server=server_url(server, source), token=token)
 
 
 def save_config(config: Config) -> Path:
@@ -98,7 +123,10 @@ class Api:
                 code = UNREACHABLE
             raise CliError(_field_errors(payload) or f"HTTP {error.code}", code) from None
         except (urllib.error.URLError, OSError) as error:
-            raise CliError(f"cannot reach {self.config.server}: {getattr(error, 'reason', error)}", UNREACHABLE) from None
+            raise CliError(f"cannot reach {self.config.server}: {getattr(error, 'reason', error)} (is the console "
+                           f"running there? bin/start serves {DEFAULT_SERVER})", UNREACHABLE) from None
+        except ValueError as error:  # urllib's "unknown url type" and the like: a server that slipped past server_url
+            raise CliError(f"server: {self.config.server!r} is not a usable URL ({error})", USAGE) from None
 
     def call(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
         with self._request(method, path, body, **kwargs) as response:

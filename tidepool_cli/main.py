@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -12,7 +13,17 @@ from typing import Any
 
 import yaml
 
-from tidepool_cli.client import OK, USAGE, Api, CliError, Config, load_config, save_config
+from tidepool_cli.client import (
+    DEFAULT_SERVER,
+    OK,
+    USAGE,
+    Api,
+    CliError,
+    Config,
+    load_config,
+    save_config,
+    server_url,
+)
 
 JOB_COLUMNS = ("id", "name", "status", "quota", "gpus", "in_quota", "nodes", "queue_position")
 
@@ -48,9 +59,18 @@ def print_table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> None:
 
 
 def cmd_login(args: argparse.Namespace) -> int:
-    server = (args.server or input("Tidepool server (e.g. https://tidepool.example.com): ")).strip().rstrip("/")
-    token = args.token or (getpass.getpass("API token (console: API tokens): ") if sys.stdin.isatty()
+    """--server, else TIDEPOOL_SERVER, else the embedded default's console (bin/start)."""
+    if args.server is not None:
+        server = server_url(args.server, "--server")
+    elif os.environ.get("TIDEPOOL_SERVER"):
+        server = server_url(os.environ["TIDEPOOL_SERVER"], "TIDEPOOL_SERVER")
+    else:
+        server = DEFAULT_SERVER
+    token = args.token or (getpass.getpass(f"API token for {server} (console: API tokens): ") if sys.stdin.isatty()
                            else sys.stdin.readline())
+    if not token.strip():
+        raise CliError("no API token given: create one on the console's API tokens page, then "
+                       "`echo \"$TOKEN\" | tidepool login` or `tidepool login --token TOKEN`", USAGE)
     config = Config(server=server, token=token.strip())
     me = Api(config).get("me/")
     path = save_config(config)
@@ -114,21 +134,35 @@ def cmd_jobs(args: argparse.Namespace) -> int:
                 and (not args.workspace or args.workspace == job["workspace"])
                 and (not args.name or args.name in job["name"]) and (me is None or job["owner"] == me))
 
-    snapshot: list[dict[str, Any]] | None = []
+    # The stream sends a job again whenever its row changes (each progress report, every few seconds
+    # while it runs); a line is printed only when what it shows differs from that job's last line.
+    snapshot: dict[Any, dict[str, Any]] | None = {}  # the table printed once the snapshot is complete
+    shown: dict[Any, str] = {}
     for event, job in api.events("jobs/watch/", status=args.status or "active"):  # a snapshot, then changes
-        if event == "job" and not wanted(job):
-            continue
-        if args.output != "table":
-            if event == "job":
-                print(json.dumps(job), flush=True)  # one JSON document per line
-        elif event == "synced" and snapshot is not None:
-            print_table(snapshot, JOB_COLUMNS)
+        if event == "synced" and snapshot is not None:
+            if args.output == "table":
+                print_table(list(snapshot.values()), JOB_COLUMNS)
             snapshot = None
-        elif event == "job" and snapshot is not None:
-            snapshot.append(job)
-        elif event == "job":
-            print("  ".join(f"{c}={cell(job.get(c))}" for c in ("id", "name", "status", "nodes")), flush=True)
+        if event != "job" or not wanted(job):
+            continue
+        line = json.dumps(job) if args.output != "table" else watch_line(job)  # JSON: one document per line
+        if shown.get(job["id"]) == line:
+            continue
+        shown[job["id"]] = line
+        if args.output == "table" and snapshot is not None:
+            snapshot[job["id"]] = job
+        else:
+            print(line, flush=True)
     return OK
+
+
+WATCH_FIELDS = ("id", "name", "status", "in_quota", "nodes", "queue_position")
+
+
+def watch_line(job: dict[str, Any]) -> str:
+    """One change of `jobs --watch`: the fields of the list a user follows (queue place only while queued)."""
+    return "  ".join(f"{c}={cell(job.get(c))}" for c in WATCH_FIELDS if c != "queue_position" or
+                     job.get(c) is not None)
 
 
 def cmd_get(args: argparse.Namespace) -> int:

@@ -21,7 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command_name", required=True)
 
     login = sub.add_parser("login", parents=[common], help="save the server and an API token")
-    login.add_argument("--server")
+    login.add_argument("--server", help="the console's URL (default: TIDEPOOL_SERVER, else http://127.0.0.1:8000, "
+                       "the console bin/start serves)")
     login.add_argument("--token", help="default: asked for (or read from stdin)")
     login.set_defaults(run=m.cmd_login)
 
@@ -52,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--workspace")
     jobs.add_argument("--name", help="part of the name")
     jobs.add_argument("--mine", action="store_true")
-    jobs.add_argument("-w", "--watch", action="store_true", help="then print each change (Ctrl-C to stop)")
+    jobs.add_argument("-w", "--watch", action="store_true", help="then print a line each time a job's "
+                      "status, standing, nodes or queue place changes (Ctrl-C to stop)")
     jobs.set_defaults(run=m.cmd_jobs)
 
     for name, run, text in (("get", m.cmd_get, "a job's detail"), ("stop", m.cmd_action, "stop a job"),

@@ -79,3 +79,97 @@ def test_refusals_name_the_field_with_exit_codes(monkeypatch) -> None:
         field = next(iter(body))
         assert (field in str(error.value)) == (field not in ("detail",))
     assert "roles[0].pod_count: Role worker" in str(CliError(client._field_errors(cases[0][1])))
+
+
+class FakeResponse(io.BytesIO):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def answer_me(seen: list[str]):
+    """urlopen that answers /api/v1/me/ as alice and records each URL asked."""
+    def urlopen(request, timeout):
+        seen.append(request.full_url)
+        return FakeResponse(json.dumps({"username": "alice", "workspaces": ["vision"]}).encode())
+    return urlopen
+
+
+def test_login_without_server_uses_the_local_console(monkeypatch, capsys) -> None:
+    seen: list[str] = []
+    monkeypatch.setattr(client.urllib.request, "urlopen", answer_me(seen))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("tp_secret\n"))  # echo "$TOKEN" | tidepool login
+    assert run(["login"]) == 0
+    assert seen == ["http://127.0.0.1:8000/api/v1/me/"]
+    assert "Logged in to http://127.0.0.1:8000 as alice" in capsys.readouterr().out
+    assert load_config() == Config(server="http://127.0.0.1:8000", token="tp_secret")
+
+
+def test_login_takes_tidepool_server_from_the_environment(monkeypatch) -> None:
+    seen: list[str] = []
+    monkeypatch.setattr(client.urllib.request, "urlopen", answer_me(seen))
+    monkeypatch.setenv("TIDEPOOL_SERVER", "http://127.0.0.1:8123/")
+    assert run(["login", "--token", "tp_secret"]) == 0
+    assert seen == ["http://127.0.0.1:8123/api/v1/me/"]
+
+
+@pytest.mark.parametrize(("server", "says"), [
+    ("127.0.0.1:8000", "did you mean http://127.0.0.1:8000?"),
+    ("tidepool.example.com", "did you mean http://tidepool.example.com?"),
+    ("ftp://tidepool.example.com", "give http:// or https:// and a host"),
+    ("http://", "give http:// or https:// and a host"),
+    ("http://127.0.0.1:80000", "bad port number"),
+    ("http://127.0.0.1:8000/?next=x", "query or fragment"),
+])
+def test_a_bad_server_is_a_usage_error_not_a_traceback(server, says, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(client.urllib.request, "urlopen", lambda *a, **k: pytest.fail("no request with a bad URL"))
+    assert run(["login", "--server", server, "--token", "tp_secret"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --server: {server!r} ") and says in err and "Traceback" not in err
+    monkeypatch.setenv("TIDEPOOL_SERVER", server)
+    monkeypatch.setenv("TIDEPOOL_TOKEN", "tp_secret")
+    assert run(["jobs"]) == 2
+    assert f"error: TIDEPOOL_SERVER: {server!r}" in capsys.readouterr().err
+
+
+def test_login_with_an_empty_token_says_where_to_get_one(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n"))
+    assert run(["login"]) == 2
+    assert "API tokens page" in capsys.readouterr().err
+
+
+def test_an_unreachable_server_says_which_and_exits_5(monkeypatch, capsys) -> None:
+    def refused(request, timeout):
+        raise urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
+    monkeypatch.setattr(client.urllib.request, "urlopen", refused)
+    assert run(["login", "--token", "tp_secret"]) == 5
+    err = capsys.readouterr().err
+    assert "cannot reach http://127.0.0.1:8000" in err and "bin/start" in err
+
+
+def job(status: str, **extra) -> dict:
+    return {"id": 7, "name": "bert", "status": status, "quota": "team-vision", "workspace": "vision",
+            "owner": "alice", "in_quota": True, "nodes": ["gpu-01"], "queue_position": None, "gpus": 8, **extra}
+
+
+def test_watch_prints_a_line_only_when_what_it_shows_changes(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("TIDEPOOL_SERVER", "http://x")
+    monkeypatch.setenv("TIDEPOOL_TOKEN", "t")
+    # The stream repeats a running job at each progress report (every ~2 s); only 3 of these differ.
+    stream = [("job", job("Pending", nodes=[], in_quota=None, queue_position=2)), ("synced", {}),
+              ("job", job("Pending", nodes=[], in_quota=None, queue_position=2, progress={"step": 0})),
+              ("job", job("Running", progress={"step": 1}))]
+    stream += [("job", job("Running", progress={"step": step})) for step in range(2, 30)]
+    stream += [("job", job("Preempted", nodes=[], in_quota=None, queue_position=1))]
+    monkeypatch.setattr(Api, "events", lambda self, path, **params: iter(stream))
+    assert run(["jobs", "--watch"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["ID", "NAME", "STATUS", "QUOTA", "GPUS", "IN-QUOTA", "NODES", "QUEUE-POSITION"]
+    assert lines[1].split() == ["7", "bert", "Pending", "team-vision", "8", "-", "-", "2"]
+    assert lines[2:] == ["id=7  name=bert  status=Running  in_quota=yes  nodes=gpu-01",
+                         "id=7  name=bert  status=Preempted  in_quota=-  nodes=-  queue_position=1"]
+    assert run(["jobs", "--watch", "--json"]) == 0  # scripts: every document that differs, one per line
+    documents = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(documents) == len(stream) - 1 and documents[-1]["status"] == "Preempted"
