@@ -34,7 +34,8 @@ def test_the_scan_would_catch_one(tmp_path):
 
 
 def test_importing_the_engine_loads_no_django():
-    modules = ", ".join(f"scheduler.engine.{p.stem}" for p in sorted(ENGINE.glob("*.py")) if p.stem != "__init__")
+    names = [".".join(p.relative_to(ENGINE).with_suffix("").parts) for p in sorted(ENGINE.rglob("*.py"))]
+    modules = ", ".join(f"scheduler.engine.{name.removesuffix('.__init__')}" for name in names if name != "__init__")
     code = f"import sys, {modules}\nprint('django' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], cwd=ENGINE.parents[1], capture_output=True, text=True,
                             check=True)
