@@ -20,6 +20,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def require_nginx() -> None:
+    """bin/cluster puts nginx in front of the console: skip (with the fix) where it is not installed."""
+    import shutil
+
+    import pytest
+
+    if not (os.environ.get("TIDEPOOL_NGINX") or shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")):
+        pytest.skip("needs nginx for bin/cluster's front (Debian: apt-get install -y nginx)")
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

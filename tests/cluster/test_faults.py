@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from tests.cluster.stack import Api, Stack, session_cookie, wait_for
+from tests.cluster.stack import Api, Stack, require_nginx, session_cookie, wait_for
 from tests.redis_server import PrivateRedis
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
@@ -33,6 +33,7 @@ def _postgres_or_skip() -> None:
 
     if not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
         pytest.skip("needs PostgreSQL: run with DATABASE_URL=postgres://postgres@127.0.0.1:5432/tidepool")
+    require_nginx()
     if not shutil.which("openssl"):
         pytest.skip("needs the openssl command to make the stack's TLS certificate")
 

@@ -18,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from tests.cluster.stack import ROOT, Api, Stack, session_cookie, wait_for
+from tests.cluster.stack import ROOT, Api, Stack, require_nginx, session_cookie, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.timeout(240)]
 
@@ -28,6 +28,7 @@ TRAIN = (f"{sys.executable} {ROOT / 'examples' / 'train_linear.py'} --steps 1000
 
 @pytest.fixture
 def stack(postgres_db, redis_url, tmp_path):
+    require_nginx()
     stack = Stack(directory=tmp_path / "cluster", database=f"tidepool_stack_{postgres_db.settings_dict['NAME']}"[:60],
                   redis_url=redis_url, extra_env={
                       "TIDEPOOL_WEB_WORKERS": "2", "TIDEPOOL_NODE_GPUS": "2", "TIDEPOOL_NODE_CPU": "4",
