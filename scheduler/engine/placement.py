@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .capacity import Capacity, NodeState, Take
 from .demand import Demand, PodSize, named_models, placement_order
 from .fit import tightest
-from .resources import cores, gib
+from .reasons import Unplaceable
 from .types import Node, Pod
 
 if TYPE_CHECKING:
@@ -148,29 +148,36 @@ def _holds_count(size: Sequence[int], count: int, available: Iterable[Sequence[i
 
 
 def unplaceable_reason(pods: Sequence[Pod], nodes: Iterable[Node], pool: str) -> str | None:
+    """Why the job could never run in `pool`, even with every schedulable node empty, as text; None if it
+    could. The submission service refuses such a job with it."""
+    why = unplaceable(pods, nodes, pool)
+    return str(why) if why is not None else None
+
+
+def unplaceable(pods: Sequence[Pod], nodes: Iterable[Node], pool: str) -> Unplaceable | None:
     """Why the job could never run in `pool`, even with every schedulable node empty; None if it could.
 
-    The submission service refuses such a job; the cycle shows it for jobs whose pool shrank later.
-    The message names the resource that fails: "no general node has 16 A100; the largest has 8".
+    The cycle shows it for jobs whose pool shrank after submission. It names the resource that fails:
+    "no general node has 16 A100; the largest has 8" (`reasons.Unplaceable` renders it).
     """
     pods = tuple(pods)
     if not pods:
-        return "the job has no pods"
+        return Unplaceable("no_pods", pool)
     named = named_models(pods)
     if len(named) > 1:
-        return f"pods ask for different GPU models ({', '.join(named)}); all pods of a job use one model"
+        return Unplaceable("two_models", pool, models=named)
     usable = [n for n in nodes if n.pool == pool and n.schedulable]
     if not usable:
-        return f"the {pool} pool has no schedulable nodes"
+        return Unplaceable("no_nodes", pool)
     needs_gpus = any(p.gpus for p in pods)
     if named:
         candidates = [n for n in usable if n.gpu_type == named[0]]
         if not candidates:
-            return f"no {pool} node has {named[0]} GPUs"
+            return Unplaceable("no_model", pool, label=named[0])
     elif needs_gpus:
         candidates = [n for n in usable if n.gpus > 0]
         if not candidates:
-            return f"no {pool} node has GPUs"
+            return Unplaceable("no_gpus", pool)
     else:
         candidates = usable
     order = placement_order(pods)
@@ -188,25 +195,20 @@ def unplaceable_reason(pods: Sequence[Pod], nodes: Iterable[Node], pool: str) ->
         if why:
             return why
     total = max(sum(n.gpus for n in candidates if model in (None, n.gpu_type)) for model in models)
-    asked = sum(p.gpus for p in pods)
-    detail = f" ({asked} {label} asked, {total} in the pool)" if asked > total else ""
-    return f"the {pool} pool cannot hold all {len(pods)} pods at once, even when empty{detail}"
+    return Unplaceable("gang", pool, label=label, need=sum(p.gpus for p in pods), largest=total, pods=len(pods))
 
 
-def _pod_never_fits(pod: Pod, candidates: list[Node], pool: str, label: str) -> str | None:
-    """Name the first resource (GPUs, then CPU, then memory) no single node has enough of for this pod."""
+def _pod_never_fits(pod: Pod, candidates: list[Node], pool: str, label: str) -> Unplaceable | None:
+    """The first resource (GPUs, then CPU, then memory) no single node has enough of for this pod."""
     largest = max(n.gpus for n in candidates)
     if pod.gpus > largest:
-        return f"no {pool} node has {pod.gpus} {label}; the largest has {largest}"
+        return Unplaceable("pod_gpus", pool, label=label, need=pod.gpus, largest=largest)
     with_gpus = [n for n in candidates if n.gpus >= pod.gpus]
-    holding = f" with {pod.gpus} {label}" if pod.gpus else ""
     largest = max(n.cpu_m for n in with_gpus)
     if pod.cpu_m > largest:
-        return f"no {pool} node{holding} has {cores(pod.cpu_m)} CPU cores; the largest has {cores(largest)}"
+        return Unplaceable("pod_cpu", pool, label=label, need=pod.cpu_m, largest=largest, gpus=pod.gpus)
     with_cpu = [n for n in with_gpus if n.cpu_m >= pod.cpu_m]
     largest = max(n.memory_mib for n in with_cpu)
     if pod.memory_mib > largest:
-        return (
-            f"no {pool} node{holding} has {gib(pod.memory_mib)} GiB memory; the largest has {gib(largest)}"
-        )
+        return Unplaceable("pod_memory", pool, label=label, need=pod.memory_mib, largest=largest, gpus=pod.gpus)
     return None

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from .resources import amount_in_units, describe_pod, unit_name
+from .resources import amount_in_units, cores, describe_pod, gib, unit_name
 
 if TYPE_CHECKING:
     from .types import Preemption
@@ -220,11 +220,57 @@ class WaitingForVictims(Reason):
 
 
 @dataclass(frozen=True, slots=True)
+class Unplaceable:
+    """Why a job could never run in `pool`, even with every schedulable node empty, as parts (made by
+    `placement.unplaceable`; the submission check shows its text). `rule` names the case:
+
+    - `no_pods`; `two_models` (`models`: those the pods name); `no_nodes` (no schedulable node);
+    - `no_model` (`label`: the model no node has); `no_gpus` (no node has GPUs);
+    - `pod_gpus`, `pod_cpu`, `pod_memory`: one pod asks `need` (GPUs, CPU millicores, memory MiB) and
+      the largest node (with the pod's `gpus`, for CPU and memory) has `largest`;
+    - `gang`: every pod fits some node but not all `pods` at once (`need` GPUs asked, `largest` in the
+      pool).
+    `label` is the GPU model the pods name, or "GPUs"."""
+
+    rule: str
+    pool: str
+    label: str = ""
+    models: tuple[str, ...] = ()
+    need: int = 0
+    largest: int = 0
+    gpus: int = 0
+    pods: int = 0
+
+    def __str__(self) -> str:
+        pool, label = self.pool, self.label
+        holding = f" with {self.gpus} {label}" if self.gpus else ""
+        if self.rule == "no_pods":
+            return "the job has no pods"
+        if self.rule == "two_models":
+            return f"pods ask for different GPU models ({', '.join(self.models)}); all pods of a job use one model"
+        if self.rule == "no_nodes":
+            return f"the {pool} pool has no schedulable nodes"
+        if self.rule == "no_model":
+            return f"no {pool} node has {label} GPUs"
+        if self.rule == "no_gpus":
+            return f"no {pool} node has GPUs"
+        if self.rule == "pod_gpus":
+            return f"no {pool} node has {self.need} {label}; the largest has {self.largest}"
+        if self.rule == "pod_cpu":
+            return (f"no {pool} node{holding} has {cores(self.need)} CPU cores; the largest has "
+                    f"{cores(self.largest)}")
+        if self.rule == "pod_memory":
+            return f"no {pool} node{holding} has {gib(self.need)} GiB memory; the largest has {gib(self.largest)}"
+        detail = f" ({self.need} {label} asked, {self.largest} in the pool)" if self.need > self.largest else ""
+        return f"the {pool} pool cannot hold all {self.pods} pods at once, even when empty{detail}"
+
+
+@dataclass(frozen=True, slots=True)
 class NeverFits(Reason):
     """The pool cannot hold the job even when empty (nodes were removed after submission)."""
 
     code: ClassVar[str] = "never_fits"
-    why: str  # placement.unplaceable_reason()
+    why: Unplaceable
 
     def text(self, to: Audience) -> str:
         return f"can never run: {self.why}"
@@ -276,18 +322,18 @@ class AnyModel(Reason):
 
 @dataclass(frozen=True, slots=True)
 class Refused(Reason):
-    """Inputs the engine cannot schedule at all: an unknown quota (`unknown_quota`), or pods no pool
-    could ever run (no pods, pods naming two models: `never_fits`)."""
+    """Inputs the engine cannot schedule at all: an unknown `quota` (`unknown_quota`), or pods no pool
+    could ever run (`never`: no pods, pods naming two models; `never_fits`)."""
 
-    message: str
-    kind: str = "unknown_quota"
+    quota: str = ""
+    never: NeverFits | None = None
 
     @property
     def code(self) -> str:  # type: ignore[override]
-        return self.kind
+        return NeverFits.code if self.never is not None else "unknown_quota"
 
     def text(self, to: Audience) -> str:
-        return self.message
+        return self.never.text(to) if self.never is not None else f"unknown quota {self.quota}"
 
 
 def any_model(reasons: list[Reason]) -> Reason:

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 from .capacity import Capacity, NodeState
 from .demand import Demand, demand_of, named_models
 from .memo import Memos
-from .placement import AllowedNodes, unplaceable_reason
+from .placement import AllowedNodes, unplaceable
 from .quota import QuotaTree
-from .reasons import NeverFits, Reason, Refused
+from .reasons import NeverFits, Reason, Refused, Unplaceable
 from .resources import vector
 from .types import IDLE_ACCEPTABLE, RUNNING, TERMINATING, Decisions, Job, Snapshot
 from .victims.candidates import Victim, VictimQueue
@@ -55,7 +55,7 @@ class CycleState:
         self.promotable: list[tuple[Job, dict[str, int]]] = []
         self.protected: list[tuple[Victim, float]] = []
         self.memos = Memos()
-        self.never_fits_seen: dict[tuple, str | None] = {}
+        self.never_fits_seen: dict[tuple, Unplaceable | None] = {}
         self.drain_sets: dict[str, tuple[str, ...]] = {}
         self.keep_off: dict[str, frozenset[NodeState]] = {}
         self.allowed: AllowedNodes = {}
@@ -142,10 +142,10 @@ class CycleState:
     def refusal(self, demand: Demand) -> Refused | None:
         """Inputs no pass can schedule: unknown quota, no pods, pods naming two models."""
         if demand.pool is None:
-            return Refused(f"unknown quota {demand.job.quota}")
+            return Refused(quota=demand.job.quota)
         if not demand.order or len(demand.models_named) > 1:
             never = self.never_fits(demand)
-            return Refused(str(never), NeverFits.code) if never else None
+            return Refused(never=never) if never else None
         return None
 
     def never_fits(self, demand: Demand) -> NeverFits | None:
@@ -153,6 +153,6 @@ class CycleState:
         # Sizes in placement order and the models named say all that matters about the pods.
         key = (demand.pool, demand.models_named, demand.order)
         if key not in self.never_fits_seen:
-            self.never_fits_seen[key] = unplaceable_reason(demand.job.pods, self.nodes, demand.pool or "")
+            self.never_fits_seen[key] = unplaceable(demand.job.pods, self.nodes, demand.pool or "")
         why = self.never_fits_seen[key]
         return NeverFits(why) if why else None
