@@ -68,6 +68,7 @@ Pods (the node worker, and the local executor) — docs/runtime.md ("Pods as con
 | TIDEPOOL_POD_BLOCKED_NETWORKS | (empty) | Comma-separated addresses/networks pods may not reach (the database, broker and console hosts). |
 | TIDEPOOL_PODMAN | podman | The podman binary. |
 | TIDEPOOL_POD_OCI_RUNTIME | runc | Podman's `--runtime` (crun refuses the hybrid cgroup v1 layout). |
+| TIDEPOOL_MASTER_PORT_RANGE | 29600-29999 | Ports `MASTER_PORT` is chosen from, one per job attempt, free among the jobs running on its nodes (torchrun's default 29500 is outside it). |
 """
 
 from __future__ import annotations
@@ -380,6 +381,18 @@ TIDEPOOL_POD_SUBNETS = os.environ.get("TIDEPOOL_POD_SUBNETS", "10.213.0.0/16").s
 TIDEPOOL_POD_BLOCKED_NETWORKS = env_list("TIDEPOOL_POD_BLOCKED_NETWORKS", "")
 TIDEPOOL_PODMAN = os.environ.get("TIDEPOOL_PODMAN", "podman")
 TIDEPOOL_POD_OCI_RUNTIME = os.environ.get("TIDEPOOL_POD_OCI_RUNTIME", "runc")
+
+
+def env_port_range(name: str, default: str) -> tuple[int, int]:
+    value = os.environ.get(name, default).strip()
+    low, sep, high = (part.strip() for part in value.partition("-"))
+    if not (sep and low.isascii() and low.isdigit() and high.isascii() and high.isdigit()
+            and 1024 <= int(low) <= int(high) <= 65535):
+        raise ImproperlyConfigured(f"{name}={value!r}: two ports LOW-HIGH with 1024 <= LOW <= HIGH <= 65535, e.g. 29600-29999.")
+    return int(low), int(high)
+
+
+TIDEPOOL_MASTER_PORT_RANGE = env_port_range("TIDEPOOL_MASTER_PORT_RANGE", "29600-29999")
 
 TIDEPOOL_HTTPS = env_bool("TIDEPOOL_HTTPS", not DEBUG)
 if TIDEPOOL_HTTPS:

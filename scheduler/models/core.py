@@ -342,6 +342,8 @@ class Pod(models.Model):
     reason = models.CharField(max_length=300, blank=True)
     terminate_requested = models.CharField(max_length=16, blank=True, help_text="preempted / stopped")
     pid = models.PositiveIntegerField(null=True, blank=True, help_text="Process group id on its node.")
+    master_port = models.PositiveIntegerField(
+        null=True, blank=True, help_text="MASTER_PORT of its attempt (the same on every pod), chosen at its first start.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

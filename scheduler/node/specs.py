@@ -7,6 +7,7 @@ import os
 from django.conf import settings
 
 from scheduler.models import Job, Pod
+from scheduler.node.ports import attempt_master_port
 from scheduler.node.runtime.process import PodSpec
 from scheduler.paths import (
     default_checkpoint_dir,
@@ -20,8 +21,6 @@ from scheduler.paths import (
     root_of,
     workspace_data_root,
 )
-
-MASTER_PORT_BASE = 29500
 
 
 def checkpoint_dir_here(job: Job) -> str:
@@ -37,7 +36,8 @@ def checkpoint_dir_here(job: Job) -> str:
 
 
 def pod_spec(pod: Pod, job: Job, *, world_size: int, master_addr: str) -> PodSpec:
-    """Raises OSError when one of the job's directories lies outside the roots it may use."""
+    """Raises OSError when one of the job's directories lies outside the roots it may use, or no
+    MASTER_PORT is free (ports.NoFreePort): the pod never starts and its job is queued again."""
     workdir = job.code_mount or str(default_workdir(job))
     checkpoint_dir = checkpoint_dir_here(job)
     env = dict(job.environment or {})
@@ -56,7 +56,7 @@ def pod_spec(pod: Pod, job: Job, *, world_size: int, master_addr: str) -> PodSpe
         rank=pod.rank,
         world_size=world_size,
         master_addr=master_addr,
-        master_port=MASTER_PORT_BASE + job.pk % 10000,
+        master_port=attempt_master_port(pod),
         checkpoint_dir=checkpoint_dir,
         restart_count=job.restart_count,
         workdir=workdir,

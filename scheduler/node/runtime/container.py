@@ -209,7 +209,7 @@ def container_environment(spec: PodSpec, master_addr: str | None = None, base: M
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(spec.gpu_indices)))
     env["TIDEPOOL_GPU_INDICES"] = ",".join(str(i) for i in spec.gpu_indices)
     if master_addr is not None:
-        env["MASTER_ADDR"] = master_addr
+        env["MASTER_ADDR"] = env["PET_MASTER_ADDR"] = master_addr
     return env
 
 

@@ -76,7 +76,7 @@ def pod_environment(spec: PodSpec, base: Mapping[str, str] | None = None, home: 
     `base` (default: the variables of this process that `spec.env_allow` names), then the job's
     env, then Tidepool's variables, which win: a job cannot give itself another rank or GPUs.
     HOME is the pod user's home (`home`), else this process's. RANK and WORLD_SIZE count pods
-    (nodes for a launcher such as torchrun: pass them as --node_rank and --nnodes);
+    (nodes for a launcher such as torchrun, which reads them from PET_*: launcher_environment);
     CUDA_VISIBLE_DEVICES is "" for a pod without GPUs, which hides every GPU rather than
     exposing all of them.
     """
@@ -95,6 +95,7 @@ def pod_environment(spec: PodSpec, base: Mapping[str, str] | None = None, home: 
             "WORLD_SIZE": str(spec.world_size),
             "MASTER_ADDR": spec.master_addr,
             "MASTER_PORT": str(spec.master_port),
+            **launcher_environment(spec, spec.master_addr),
             "TIDEPOOL_JOB_ID": str(spec.job_id),
             "TIDEPOOL_JOB_UID": spec.job_uid,
             "TIDEPOOL_POD_ID": str(spec.pod_id),
@@ -106,6 +107,29 @@ def pod_environment(spec: PodSpec, base: Mapping[str, str] | None = None, home: 
         }
     )
     return env
+
+
+def launcher_environment(spec: PodSpec, master_addr: str) -> dict[str, str]:
+    """What torchrun and torch.distributed read, for one process per pod: a bare `torchrun
+    train.py` in every pod of a job forms the job's gang (node rank = the pod's rank; a static
+    rendezvous at rank 0, since the gang is fixed). torchrun's own flags override PET_* (e.g.
+    `--nproc_per_node=8` for a pod of 8 GPUs); LOCAL_* and GROUP_/ROLE_* serve a script run
+    without a launcher."""
+    return {
+        "PET_NNODES": str(spec.world_size),
+        "PET_NODE_RANK": str(spec.rank),
+        "PET_NPROC_PER_NODE": "1",
+        "PET_MASTER_ADDR": master_addr,
+        "PET_MASTER_PORT": str(spec.master_port),
+        "PET_RDZV_BACKEND": "static",
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": str(spec.rank),
+        "GROUP_WORLD_SIZE": str(spec.world_size),
+        "ROLE_NAME": "default",  # torchrun's role name for its workers
+        "ROLE_RANK": str(spec.rank),
+        "ROLE_WORLD_SIZE": str(spec.world_size),
+    }
 
 
 def prepare_dir(root: str, path: str, user: PodUser | None, mode: int = 0o700) -> None:
