@@ -6,12 +6,14 @@ by its id, so a new job can never resume from, or append to the log of, an older
 | what | where | root (created by the worker; below it 0700, the pod's user) |
 |---|---|---|
 | pod log, progress, exit files | `<data>/pods/<uid>/attempt-<n>/` | `<data>/pods` |
-| default working directory | `<data>/pods/<uid>/work` | `<data>/pods` |
+| default working directory (a job without code_mount) | `<data>/pods/<uid>/work` | `<data>/pods` |
 | default checkpoint directory | `<checkpoint root>/<uid>` | TIDEPOOL_CHECKPOINT_ROOT |
 | a job's own checkpoint_dir / code_mount / data_mount | inside `<workspace root>/<workspace>/` | TIDEPOOL_WORKSPACE_ROOT |
 
 `<data>` is TIDEPOOL_DATA_DIR; the checkpoint root defaults to `<data>/checkpoints` and the
-workspace root to `<data>/workspaces`.
+workspace root to `<data>/workspaces`. On the embedded default the default working directory also
+holds `examples`, a link to the checkout's examples/ (scheduler/node/workplace.py), so the README's
+`python examples/train_linear.py` runs there as it does in the checkout.
 """
 
 from __future__ import annotations
@@ -91,7 +93,9 @@ def clean_user_path(value: str, *, workspace_name: str, field: str) -> str:
     """A path a user gave (checkpoint_dir, code_mount, data_mount), normalised; '' stays ''.
 
     Relative paths are taken from the workspace's data root; any path that ends up outside it
-    is refused with a ValidationError naming the field.
+    is refused with a ValidationError naming the field and saying where the directory must be (a
+    checkout elsewhere, the usual first try for code_mount, is refused too: it would hand the pod
+    whatever else lies there).
     """
     value = (value or "").strip()
     if not value:
@@ -101,8 +105,11 @@ def clean_user_path(value: str, *, workspace_name: str, field: str) -> str:
         raise ValidationError({field: f"{field} cannot contain a NUL character."})
     path = os.path.normpath(value if os.path.isabs(value) else os.path.join(root, value))
     if not is_inside(path, root) or path == os.path.normpath(root):
+        how = (f" Copy or clone your code into a directory there (e.g. {root}/my-project, or just my-project) "
+               f"and name that; without code_mount the command runs in a new directory of the job (on the "
+               f"embedded default it holds examples/)." if field == "code_mount" else "")
         raise ValidationError(
-            {field: f"{field} must be a directory inside the workspace's data root {root}/ (got {value!r})."}
+            {field: f"{field} must be a directory inside the workspace's data root {root}/ (got {value!r}).{how}"}
         )
     return path
 

@@ -12,10 +12,12 @@ from dataclasses import asdict
 from django.db import close_old_connections
 
 from scheduler.models import Job, Pod
+from scheduler.node.exit_hints import WorkPlace, exit_hint, read_log_tail, reason_with_hint
 from scheduler.node.runtime.process import TerminateResult
 from scheduler.node.runtime.progress import read_progress
 from scheduler.node.runtimes import pod_supervisor
 from scheduler.node.specs import master_address, pod_progress_path, pod_spec
+from scheduler.node.workplace import prepare_workplace
 from scheduler.services.lifecycle import job_progress, pod_exited, pod_never_started, pod_running
 from scheduler.states import PodOutcome
 
@@ -30,6 +32,7 @@ class PodAgent:
         self._progress: dict[tuple[int, int], tuple[int, str]] = {}  # (pod, attempt) -> (job id, file)
         self._lock = threading.Lock()
         self._unreported: set[tuple[int, int]] = set()  # started here, exit not yet written
+        self._places: dict[tuple[int, int], tuple[str, WorkPlace]] = {}  # (pod, attempt) -> (log, where it ran)
         self._all_reported = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._poll_s = progress_poll_s
@@ -38,23 +41,36 @@ class PodAgent:
 
     def start(self, job: Job, pod: Pod, *, world_size: int, master_addr: str) -> None:
         """Launch one pod and report it Running (or Failed if it cannot start)."""
+        key = (pod.pk, pod.attempt)
         try:
             spec = pod_spec(pod, job, world_size=world_size, master_addr=master_addr)
+            place = prepare_workplace(job, pod, spec)
+            with self._lock:  # before the start: a command that fails at once is reported with its hint
+                self._places.setdefault(key, (spec.log_path, place))
             started = self.supervisor.start(spec)
         except RuntimeError:  # shut down: the pod stays Pending for whoever runs the node next
+            self._forget_place(key)
             return
         except OSError as error:  # never started: the job is requeued, no restart used
+            self._forget_place(key)
             log.warning("pod %s attempt %s could not start: %s", pod.pk, pod.attempt, error)
             pod_never_started(pod_id=pod.pk, attempt=pod.attempt, reason=f"could not start: {error}")
             return
         if not started:
+            self._forget_place(key)
             return
         with self._lock:
-            self._unreported.add((pod.pk, pod.attempt))
+            self._unreported.add(key)
             if pod.rank == 0:
-                self._progress[(pod.pk, pod.attempt)] = (job.pk, str(pod_progress_path(pod)))
+                self._progress[key] = (job.pk, str(pod_progress_path(pod)))
         pid = next((r.pid for r in self.supervisor.running() if (r.pod_id, r.attempt) == (pod.pk, pod.attempt)), None)
         pod_running(pod_id=pod.pk, attempt=pod.attempt, pid=pid)
+
+    def _forget_place(self, key: tuple[int, int]) -> None:
+        """Not started by this call; a start of the same attempt that did run keeps its place."""
+        with self._lock:
+            if key not in self._unreported:
+                self._places.pop(key, None)
 
     def start_job_pods(self, job: Job, pods: list[Pod]) -> None:
         master = master_address(pods)
@@ -76,6 +92,7 @@ class PodAgent:
     def _exited(self, pod_id: int, attempt: int, exit_code: int, outcome: str) -> None:
         with self._lock:
             tracked = self._progress.pop((pod_id, attempt), None)
+            placed = self._places.pop((pod_id, attempt), None)
         try:
             close_old_connections()
             if tracked:  # the last report, e.g. the checkpoint saved on SIGTERM
@@ -84,6 +101,8 @@ class PodAgent:
             seen = self.supervisor.wait(pod_id, attempt, 0)
             if seen is not None and seen.reason:  # the runtime knows better: "out of memory (limit 4 GiB)"
                 reason = seen.reason
+            elif outcome == PodOutcome.FAILED and placed is not None:  # "can't open file": where it ran, what to do
+                reason = reason_with_hint(reason, exit_hint(exit_code, read_log_tail(placed[0]), placed[1]))
             pod_exited(pod_id=pod_id, attempt=attempt, exit_code=exit_code, outcome=outcome, reason=reason)
         except Exception:
             log.exception("could not record the exit of pod %s attempt %s", pod_id, attempt)
