@@ -22,6 +22,7 @@ from scheduler import validation as v
 from scheduler.models import GRACE_SECONDS_MAX, IdleMode, Job, JobType, ResourceQuota, ResourceType, Workspace
 from scheduler.paths import default_checkpoint_dir
 from scheduler.selectors import QuotaChoice, gpu_models_by_pool, quota_choices, user_workspaces
+from scheduler.services.jobs import check_roles_fit
 
 ENV_LINE = re.compile(r"^\s*([^=\s]+)\s*=(.*)$")
 ROLE_ERROR_KEY = re.compile(r"^roles\[(\d+)\]\.(\w+)$")
@@ -290,6 +291,35 @@ def role_formset(
     return RoleFormSet(
         data, prefix="roles", initial=initial, form_kwargs={"gpu_models": gpu_model_choices()}
     )
+
+
+def role_errors_beside_form_errors(form: JobSubmitForm, formset: BaseRoleFormSet) -> list[str]:
+    """When some fields are wrong the job is not submitted, but the roles that parsed are still checked
+    against the chosen quota's pool and the quota (the service's `check_roles_fit`), so a pod larger
+    than any node shows at its role's field together with the other errors. Returns the messages for
+    the roles as a whole, as `apply_service_errors` does."""
+    quota = form.quota_object() if "quota" in getattr(form, "cleaned_data", {}) else None
+    if quota is None:
+        return []
+    indices = [i for i, role in enumerate(formset.forms) if role.is_valid()]
+    if not indices:
+        return []
+    idle_mode = form.cleaned_data.get("idle_mode") or IdleMode.OFF
+    try:
+        check_roles_fit(quota=quota, roles=[formset.forms[i].as_service_role() for i in indices], idle_mode=idle_mode)
+    except ValidationError as error:
+        if not hasattr(error, "error_dict"):
+            return []
+        # The roles were checked without the invalid ones: number their errors as the formset does.
+        renumbered: dict[str, list[str]] = {}
+        for key, messages in error.message_dict.items():
+            match = ROLE_ERROR_KEY.match(key)
+            if match:
+                key = f"roles[{indices[int(match.group(1))]}].{match.group(2)}"
+            # Kept as they are: if some of the roles cannot fit, all of them cannot either.
+            renumbered[key] = messages
+        return apply_service_errors(ValidationError(renumbered), form, formset)
+    return []
 
 
 def apply_service_errors(

@@ -25,7 +25,13 @@ from django.views import View
 from console import charts
 from console.api_pages import job_api_context
 from console.cluster_forms import QuotaForm, WorkspaceForm
-from console.forms import IDLE_MODE_HELP, JobSubmitForm, apply_service_errors, role_formset
+from console.forms import (
+    IDLE_MODE_HELP,
+    JobSubmitForm,
+    apply_service_errors,
+    role_errors_beside_form_errors,
+    role_formset,
+)
 from console.models import SubmissionToken
 from console.tables import (
     SORT_CHOICES,
@@ -156,7 +162,8 @@ class JobSubmitView(LoginRequiredMixin, View):
         form = JobSubmitForm(request.POST, user=request.user)
         formset = role_formset(request.POST)
         if not (form.is_valid() & formset.is_valid()):  # both, so every error shows at once
-            return self._render(request, form, formset, status=400)
+            role_errors = role_errors_beside_form_errors(form, formset)
+            return self._render(request, form, formset, role_errors=role_errors, status=400)
         token = form.cleaned_data["token"]
         replayed = self._job_of_token(token, request)
         if replayed is not None:

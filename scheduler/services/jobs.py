@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -106,12 +107,51 @@ def clean_roles(roles: Sequence[Mapping[str, Any]]) -> list[JobRole]:
 def check_fits_pool(*, quota: ResourceQuota, roles: Sequence[JobRole], nodes: Sequence[Any] | None = None) -> None:
     """Refuse a job its pool could never run, even empty (e.g. 16 GPUs per pod, nodes have 8): the
     cluster's bound on every instance's GPUs, CPU and memory. The roles are bounded first (clean_roles),
-    so the pods built here are at most MAX_PODS_PER_JOB. `nodes`: the pool's, if the caller has them."""
+    so the pods built here are at most MAX_PODS_PER_JOB. `nodes`: the pool's, if the caller has them.
+
+    The refusal names the role's field that cannot fit (`roles[1].gpus`, `.cpu`, `.memory_gib`,
+    `.gpu_type`, `.pod_count`), one per role that cannot, so a form shows it in that role's row;
+    only what no single role causes (roles that fit alone but not together, mixed GPU models) is
+    keyed `roles`."""
     if nodes is None:
         nodes = engine_nodes_of_pool(quota.resource_type)
     reason = unplaceable_reason(role_pods(roles), nodes, quota.resource_type)
-    if reason:
-        raise ValidationError({"roles": reason})
+    if not reason:
+        return
+    errors: dict[str, str] = {}
+    for index, role in enumerate(roles):
+        found = _role_field_never_fits(role, nodes, quota.resource_type)
+        if found is not None:
+            errors[f"roles[{index}].{found[0]}"] = found[1]
+    raise ValidationError(errors or {"roles": reason})
+
+
+def _role_field_never_fits(role: JobRole, nodes: Sequence[Any], pool: str) -> tuple[str, str] | None:
+    """(field, why) for the first of the role's own asks that no node of the pool could hold: probed
+    one resource at a time with the engine's own test, so the field is found without reading the
+    reason's text. None when the role alone fits, or when the pool itself fails (no nodes)."""
+
+    def never(pod_count: int = 1, **asks: Any) -> str | None:
+        probe = JobRole(name=role.name, pod_count=pod_count, gpu_type=role.gpu_type, gpus=role.gpus,
+                        cpu_only=role.cpu_only, cpu=role.cpu, memory_gib=role.memory_gib)
+        for name, value in asks.items():
+            setattr(probe, name, value)
+        return unplaceable_reason(role_pods([probe]), nodes, pool)
+
+    if never(gpu_type="", gpus=0, cpu=0, memory_gib=0):
+        return None  # nothing would fit: the pool's problem, not this role's
+    probes: list[tuple[str, dict[str, Any]]] = [
+        ("gpu_type", {"gpus": 1, "cpu": 0, "memory_gib": 0}) if role.gpu_type else ("", {}),
+        ("gpus", {"cpu": 0, "memory_gib": 0}),
+        ("cpu", {"memory_gib": 0}),
+        ("memory_gib", {}),
+    ]
+    for field, asks in probes:
+        why = never(**asks) if field else None
+        if why:
+            return field, why
+    why = never(pod_count=role.pod_count)
+    return ("pod_count", why) if why else None
 
 
 def check_pool(*, quota: ResourceQuota, resource_type: str | None) -> None:
@@ -207,6 +247,50 @@ def _check_settings(
     }
 
 
+@contextmanager
+def _collected(found: dict[str, list[ValidationError]]) -> Iterator[None]:
+    """Run one check; a refusal is added to `found` (by field) instead of stopping the others."""
+    try:
+        yield
+    except ValidationError as error:
+        error.update_error_dict(found)
+
+
+def check_roles_fit(*, quota: ResourceQuota, roles: Sequence[Mapping[str, Any]], idle_mode: str) -> list[JobRole]:
+    """The roles cleaned (clean_roles), then checked against the quota's pool (check_fits_pool: every
+    role that cannot fit, at its field) and, if they fit it, the quota (check_fits_quota). Returns the
+    unsaved role rows.
+
+    The console's form calls it also when other fields are wrong, so a pod larger than any node
+    shows at its role's field beside them."""
+    role_rows = clean_roles(roles)
+    nodes = engine_nodes_of_pool(quota.resource_type)
+    check_fits_pool(quota=quota, roles=role_rows, nodes=nodes)  # first: a job no node holds needs no quota text
+    check_fits_quota(quota=quota, roles=role_rows, idle_mode=idle_mode, nodes=nodes)
+    return role_rows
+
+
+def _check_roles_and_paths(
+    found: dict[str, list[ValidationError]], *, workspace: Workspace, quota: ResourceQuota,
+    resource_type: str | None, roles: Sequence[Mapping[str, Any]], idle_mode: str, image: str, **paths: str,
+) -> tuple[list[JobRole], dict[str, str]]:
+    """The submission's pool, roles, image and paths, each checked; refusals are added to `found`.
+    Returns the role rows and the cleaned paths (empty where refused)."""
+    with _collected(found):
+        check_pool(quota=quota, resource_type=resource_type)
+    for field, value in {"image": image, **paths}.items():
+        with _collected(found):
+            validation.check_text(value, field, validation.MAX_PATH_CHARS)
+    role_rows: list[JobRole] = []
+    with _collected(found):
+        role_rows = check_roles_fit(quota=quota, roles=roles, idle_mode=idle_mode)
+    cleaned: dict[str, str] = {}
+    if not any(field in found for field in paths):  # the path rules read only text that passed check_text
+        with _collected(found):
+            cleaned = _clean_paths(workspace, **paths)
+    return role_rows, cleaned
+
+
 @transaction.atomic
 def job_submit(
     *,
@@ -232,20 +316,22 @@ def job_submit(
 ) -> Job:
     _check_access(user=user, workspace=workspace, quota=quota)
     name = (name or "").strip() if isinstance(name, str) else name
-    cleaned = _check_settings(
-        name=name, command=command, job_type=job_type, priority=priority, idle_mode=idle_mode,
-        environment=environment, max_running_minutes=max_running_minutes, max_restarts=max_restarts,
-        grace_seconds=grace_seconds,
+    found: dict[str, list[ValidationError]] = {}
+    cleaned: dict[str, Any] = {}
+    with _collected(found):
+        cleaned = _check_settings(
+            name=name, command=command, job_type=job_type, priority=priority, idle_mode=idle_mode,
+            environment=environment, max_running_minutes=max_running_minutes, max_restarts=max_restarts,
+            grace_seconds=grace_seconds,
+        )
+    # Every independent check runs and all refusals are raised together, so a form shows each
+    # error at its field at once (a pod too large for any node beside a bad path, say).
+    role_rows, paths = _check_roles_and_paths(
+        found, workspace=workspace, quota=quota, resource_type=resource_type, roles=roles, idle_mode=idle_mode,
+        image=image, data_mount=data_mount, code_mount=code_mount, checkpoint_dir=checkpoint_dir,
     )
-    check_pool(quota=quota, resource_type=resource_type)
-    for field, value in {"image": image, "data_mount": data_mount, "code_mount": code_mount,
-                         "checkpoint_dir": checkpoint_dir}.items():
-        validation.check_text(value, field, validation.MAX_PATH_CHARS)
-    role_rows = clean_roles(roles)
-    nodes = engine_nodes_of_pool(quota.resource_type)
-    check_fits_pool(quota=quota, roles=role_rows, nodes=nodes)
-    check_fits_quota(quota=quota, roles=role_rows, idle_mode=idle_mode, nodes=nodes)
-    paths = _clean_paths(workspace, data_mount=data_mount, code_mount=code_mount, checkpoint_dir=checkpoint_dir)
+    if found:
+        raise ValidationError(found)
 
     now = timezone.now()
     job = Job(

@@ -401,8 +401,16 @@
     renumberRoles();
     filterQuotas();
     updateIdle();
-    var firstError = jobForm.querySelector(".has-error");
-    if (firstError) firstError.scrollIntoView({ block: "center" });
+    // A refused form: the first field with an error (in page order; the roles' own refusals count
+    // as their section) gets the focus and is scrolled to the middle of the screen.
+    var firstError = jobForm.querySelector(".has-error, #roles > .error");
+    if (firstError) {
+      var control = firstError.matches("#roles > .error") ?
+        firstError.closest("#roles").querySelector("input:not([type=hidden]), select") :
+        firstError.querySelector("input:checked, input:not([type=hidden]):not([hidden]), select, textarea");
+      if (control) control.focus({ preventScroll: true });
+      firstError.scrollIntoView({ block: "center" });
+    }
   }
 
   localizeTimes(document);

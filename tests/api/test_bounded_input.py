@@ -48,8 +48,8 @@ BAD_SUBMISSIONS = [
     ({"roles": [role(shared_memory_gib="1e400")]}, "roles[0].shared_memory_gib"),
     ({"roles": [role(pod_count=-1)]}, "roles[0].pod_count"),
     ({"roles": [role(pod_count=True)]}, "roles[0].pod_count"),
-    ({"roles": [role(gpus=9)]}, "roles"),  # more than the largest node (8 A100)
-    ({"roles": [role(cpu=1000)]}, "roles"),
+    ({"roles": [role(gpus=9)]}, "roles[0].gpus"),  # more than the largest node (8 A100)
+    ({"roles": [role(cpu=1000)]}, "roles[0].cpu"),
     ({"roles": [role(name="a", pod_count=300), role(name="b", pod_count=300)]}, "roles[1].pod_count"),
     ({"roles": [role(name=f"r{i}", gpus=0, cpu=0, memory_gib=0) for i in range(1000)]}, "roles"),
     ({"roles": [role(name=f"r{i}") for i in range(v.MAX_ROLES + 1)]}, "roles"),

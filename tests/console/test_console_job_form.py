@@ -168,13 +168,43 @@ def test_role_errors_land_at_the_role_field(world: World, alice_client: Client) 
     assert counts() == before
 
 
-def test_pod_larger_than_any_node_is_refused_for_the_roles(world: World, alice_client: Client) -> None:
+def test_pod_larger_than_any_node_is_refused_at_its_roles_gpus(world: World, alice_client: Client) -> None:
     before = counts()
     response = alice_client.post(URL, form_data(world, **{"roles-1-gpus": "16"}))
     assert response.status_code == 400
-    assert response.context["role_errors"], "the pool-fit refusal should be shown above the roles"
-    assert "16" in " ".join(response.context["role_errors"])
+    formset = response.context["formset"]
+    assert formset.forms[1].errors["gpus"] == ["no general node has 16 GPUs; the largest has 8"]
+    assert not formset.forms[0].errors and not response.context["role_errors"]
+    html = response.content.decode()
+    field = html[html.index('<div class="field has-error" id="field-roles-1-gpus"'):]
+    assert "no general node has 16 GPUs; the largest has 8" in field[: field.index("</div>\n</div>")]
     assert counts() == before
+
+
+def test_node_size_error_shows_at_its_field_together_with_another_fields_error(
+    world: World, alice_client: Client
+) -> None:
+    before = counts()
+    response = alice_client.post(URL, form_data(world, name="Bert Large!", **{"roles-0-cpu": "500"}))
+    assert response.status_code == 400
+    assert "lowercase letters" in " ".join(response.context["form"].errors["name"])
+    cpu = response.context["formset"].forms[0].errors["cpu"]
+    assert cpu == ["no general node with 2 A100 has 500 CPU cores; the largest has 96"], cpu
+    html = response.content.decode()
+    assert 'class="field has-error" id="field-name"' in html
+    assert 'class="field has-error" id="field-roles-0-cpu"' in html
+    assert counts() == before
+
+
+def test_node_size_error_of_a_role_beside_another_roles_bad_field(world: World, alice_client: Client) -> None:
+    response = alice_client.post(URL, form_data(world, **{"roles-0-cpu": "lots", "roles-1-memory_gib": "4000"}))
+    assert response.status_code == 400
+    formset = response.context["formset"]
+    assert "cpu" in formset.forms[0].errors
+    assert formset.forms[1].errors["memory_gib"] == [
+        "no general node with 4 GPUs has 4000 GiB memory; the largest has 768"
+    ], formset.forms[1].errors
+    assert Job.objects.count() == 0
 
 
 def test_duplicate_role_names_are_refused(world: World, alice_client: Client) -> None:

@@ -83,17 +83,32 @@ def test_no_negative_resources(cluster, resource):
 
 def test_pod_must_fit_some_node_of_the_pool(cluster):
     role = {"name": "worker", "pod_count": 1, "gpu_type": "A100", "gpus": 16}
-    refused(cluster, "roles", "no general node has 16 A100; the largest has 8", roles=[role])
+    refused(cluster, "roles[0].gpus", "no general node has 16 A100; the largest has 8", roles=[role])
+
+
+def test_every_role_too_large_is_refused_at_its_field_beside_other_errors(cluster):
+    roles = [{"name": "master", "pod_count": 1, "gpus": 1, "memory_gib": 5000},
+             {"name": "worker", "pod_count": 1, "gpus": 16}]
+    with pytest.raises(ValidationError) as caught:
+        submit(cluster, roles=roles, command=" ", checkpoint_dir="/etc")
+    messages = caught.value.message_dict
+    assert set(messages) >= {"command", "checkpoint_dir", "roles[0].memory_gib", "roles[1].gpus"}, messages
+    assert "the largest has 8" in messages["roles[1].gpus"][0]
+
+
+def test_roles_that_fit_alone_but_not_together_are_refused_for_the_roles(cluster):
+    roles = [{"name": "a", "pod_count": 2, "gpus": 8}, {"name": "b", "pod_count": 2, "gpus": 8}]
+    refused(cluster, "roles", "cannot hold all 4 pods", roles=roles)
 
 
 def test_pod_cpu_must_fit_some_node(cluster):
     role = {"name": "worker", "pod_count": 1, "gpus": 1, "cpu": 500}
-    refused(cluster, "roles", "CPU", roles=[role])
+    refused(cluster, "roles[0].cpu", "CPU", roles=[role])
 
 
 def test_lingjun_gpus_not_in_general_quota(cluster):
     role = {"name": "worker", "pod_count": 1, "gpu_type": "H800", "gpus": 8}
-    refused(cluster, "roles", "H800", roles=[role])
+    refused(cluster, "roles[0].gpu_type", "H800", roles=[role])
     job = submit(cluster, quota=cluster["lingjun"], roles=[role])
     assert job.quota.resource_type == "lingjun"
 
