@@ -2,7 +2,7 @@
 
 | variable | default | meaning |
 |---|---|---|
-| DEBUG | 1 | Django debug mode. Set 0 in production. |
+| DEBUG | 1 | Django debug mode (error pages with tracebacks and every URL pattern). Set 0 in production; `bin/start` sets it from TIDEPOOL_DEBUG (default 0). |
 | SECRET_KEY | a development key | Required (and must not be the development key) when DEBUG=0. |
 | ALLOWED_HOSTS | 127.0.0.1,localhost,[::1] | Comma-separated host names the console answers. |
 | CSRF_TRUSTED_ORIGINS | (empty) | Comma-separated origins, e.g. https://tidepool.example.com |
@@ -39,6 +39,16 @@
 | TIDEPOOL_PASSWORD_ITERATIONS | 1000000 | PBKDF2 iterations of password hashes (Django's default); each login pays them. |
 | TIDEPOOL_REDIS_SOCKET_TIMEOUT | 5 | Channel layer's Redis read/write timeout (channels-redis's pub/sub layer reads 0.1 s at a time, so an idle socket never meets it). |
 | TIDEPOOL_REDIS_RETRIES | 3 | Times a channel-layer command reconnects and retries after its Redis connection broke (a restart), 0.05-0.5 s apart; then it fails and a websocket handshake is refused. |
+
+`bin/start` (the embedded default) reads these, then sets DEBUG, TIDEPOOL_HTTPS=0 (it serves plain
+HTTP on its address), SECRET_KEY (unless set: one made once, kept in `<TIDEPOOL_DATA_DIR>/secret_key`)
+and PATH (`.venv/bin` first, which pods inherit):
+
+| variable | default | meaning |
+|---|---|---|
+| TIDEPOOL_ADDR | 127.0.0.1 | Address the console listens on. |
+| TIDEPOOL_PORT | 8000 | Its port (the CLI's default server is http://127.0.0.1:8000: give `--server` for another). |
+| TIDEPOOL_DEBUG | 0 | 1: DEBUG=1 (Django's debug pages). Static files are served either way (config/asgi.py: WhiteNoise with DEBUG=0). |
 
 Node workers (`celery -A config worker -Q node.<name>`) also read:
 

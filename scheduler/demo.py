@@ -73,12 +73,13 @@ class SampleJob:
 
 
 # A few minutes of real training each (the example script, checkpointing every 50 steps).
-# research borrows idle GPUs beyond its small quota; submit a team-vision job of 16 GPUs to watch
-# the borrower get reclaimed, save its checkpoint and resume elsewhere.
+# research-sweep borrows idle GPUs far beyond team-research's 4; it is in workspace vision (which
+# shares team-research) so that alice, as the README tells, sees her 8-GPU team-vision job reclaim
+# it, and watches it save its checkpoint and resume elsewhere.
 SAMPLE_JOBS = (
     SampleJob("vision-resnet", "alice", "vision", "team-vision", 4, 2, "off", 4000),
     SampleJob("language-bert", "bob", "language", "team-language", 8, 1, "acceptable", 3000),
-    SampleJob("research-sweep", "admin", "research", "team-research", 8, 2, "only", 6000),
+    SampleJob("research-sweep", "admin", "vision", "team-research", 8, 2, "only", 6000),
 )
 
 

@@ -124,7 +124,7 @@ class Api:
             raise CliError(_field_errors(payload) or f"HTTP {error.code}", code) from None
         except (urllib.error.URLError, OSError) as error:
             raise CliError(f"cannot reach {self.config.server}: {getattr(error, 'reason', error)} (is the console "
-                           f"running there? bin/start serves {DEFAULT_SERVER})", UNREACHABLE) from None
+                           f"running there? bin/start serves {DEFAULT_SERVER}, or its TIDEPOOL_PORT)", UNREACHABLE) from None
         except ValueError as error:  # urllib's "unknown url type" and the like: a server that slipped past server_url
             raise CliError(f"server: {self.config.server!r} is not a usable URL ({error})", USAGE) from None
 

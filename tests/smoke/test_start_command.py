@@ -1,8 +1,9 @@
 """The README's first command works: `bin/start` migrates, seeds the demo cluster and serves the console.
 
 Runs the real script as a subprocess (own session) on a fresh SQLite file, logs in as the demo
-staff user over HTTP and reads the admin's quota tree and node list, then SIGTERMs the process
-group and proves nothing is left running. bin/start runs bin/setup, which pip-installs only when
+staff user over HTTP and reads the admin's quota tree and node list; checks it serves with DEBUG
+off (a wrong path is a plain 404 that lists no URL pattern) and still serves the console's static
+files; then SIGTERMs the process group and proves nothing is left running. bin/start runs bin/setup, which pip-installs only when
 pyproject.toml is newer than its stamp: after bin/test that is a no-op; without the stamp the
 first run installs, hence the generous timeout.
 """
@@ -11,7 +12,10 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -67,10 +71,28 @@ def test_bin_start_serves_the_demo_console(tmp_path):
         wait_for(up, STARTUP_TIMEOUT, "the console to answer /accounts/login/", step=0.5,
                  on_timeout=lambda: log_tail(log))
         assert (tmp_path / "db.sqlite3").exists(), "bin/start did not use DATABASE_URL"
-        assert "embedded scheduler and local executor running" in log.read_text()
+        output = log.read_text()
+        assert "embedded scheduler and local executor running" in output
+        assert f'CLI: bin/tidepool (or .venv/bin/tidepool); create a token on the console\'s API tokens page, then: ' \
+               f'echo "$TOKEN" | bin/tidepool login --server http://127.0.0.1:{port}' in output
+        secret = tmp_path / "var" / "secret_key"  # DEBUG off needs a real key: made once, private
+        assert secret.exists() and stat.S_IMODE(secret.stat().st_mode) == 0o600
+
+        for wrong in ("/api/v1/no-such-thing/", "/no-such-page/"):
+            with pytest.raises(urllib.error.HTTPError) as answer:
+                urllib.request.urlopen(base + wrong, timeout=30)
+            body = answer.value.read().decode()
+            assert answer.value.code == 404
+            assert "URLconf" not in body and "accounts/login/" not in body and "Traceback" not in body, body[:2000]
 
         browser = Browser(base)
         browser.login("admin", "tidepool-admin", next_path="/admin/")
+        _, page = browser.get("/")  # the console's job list: its CSS and script load with DEBUG off
+        assets = set(re.findall(r'(?:href|src)="(/static/[^"]+)"', page))
+        assert {"/static/console/console.css", "/static/console/console.js"} <= {a.split("?")[0] for a in assets}
+        for asset in assets:
+            with urllib.request.urlopen(base + asset, timeout=30) as response:
+                assert response.status == 200 and response.read(), asset
 
         url, quotas = browser.get("/admin/scheduler/resourcequota/")
         assert url.endswith("/admin/scheduler/resourcequota/"), url
