@@ -4,8 +4,8 @@ Every integer a user can type is bounded twice: by what the model and its column
 pod count past 2³¹ never reaches the database, nor a loop that would build 2³¹ pods), and — for
 per-pod resources — by the cluster (no pod larger than the largest schedulable node of its pool;
 `role_limits_error`). Names follow one rule everywhere (lowercase ASCII letters, digits and
-dashes), text never carries a NUL byte (PostgreSQL refuses them), and ids typed by a user are
-ASCII digits only (`"²".isdigit()` is true, `int("١")` is 1).
+dashes), text never carries a NUL byte (PostgreSQL refuses them), and numbers are JSON numbers
+or ASCII text, never booleans (`parse_number`: `"²".isdigit()` is true, `int("١")` is 1, `True` is an int).
 
 A refusal is a `django.core.exceptions.ValidationError` keyed by the field, which the API turns
 into a 400 and the console into a form error.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -130,9 +130,9 @@ def check_environment(environment: Any, field: str = "environment") -> dict[str,
                 f"{_shown(key)} is not a valid environment variable name: ASCII letters, digits and "
                 f"underscores, not starting with a digit, at most {MAX_ENV_NAME_CHARS} characters.",
             )
-        if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
-            raise refuse(field, f"The value of {key} must be text.")
-        text = str(value)
+        if not isinstance(value, str):  # 8080 is not "8080": a client that sends numbers has a bug to see
+            raise refuse(field, f"The value of {key} must be text (a JSON string), got {_shown(value)}.")
+        text = value
         problem = text_problem(text, MAX_ENV_VALUE_CHARS)
         if problem:
             raise refuse(field, f"The value of {key}: {problem}")
@@ -146,25 +146,59 @@ def check_environment(environment: Any, field: str = "environment") -> dict[str,
 # ------------------------------------------------------------------------------------ numbers
 
 
-def whole_number(value: Any, field: str, *, low: int, high: int, label: str | None = None) -> int:
-    """An integer from `low` to `high`: an int, ASCII digits, or a whole Decimal/float; never a bool."""
+WHOLE_TEXT_RE = re.compile(r"[+-]?[0-9]+")
+NUMBER_TEXT_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+MAX_NUMBER_TEXT_CHARS = 40  # longer text is no number any bound here allows (and int() of 5,000 digits raises)
+
+
+def number_rule(label: str, *, whole: bool, bounds: str = "") -> str:
+    """What a number field accepts, for its error message; `bounds` e.g. " from 1 to 9"."""
+    if whole:
+        return (f"{label} must be a whole number{bounds}, written as a JSON number or in ASCII digits "
+                '(e.g. 3 or "3"; not true or false)')
+    return (f"{label} must be a number{bounds}, written as a JSON number or in ASCII digits "
+            '(e.g. 2, "2" or "1.5"; not true or false)')
+
+
+def parse_number(value: Any, field: str, *, whole: bool, label: str | None = None, bounds: str = "") -> int | Decimal:
+    """`value` as a number, the one way every caller reads one: an int, a finite float or Decimal (whole if
+    `whole`), or their text in ASCII (`"12"`, `"-3"`, and for decimals `"1.5"`, `"2e3"`). Never a bool (an int
+    subclass), nor what Python's int() and float() accept besides: other scripts' digits ("١", "１"), digit
+    separators ("1_0"), "nan" or "inf". An int when `whole`, else a Decimal."""
     label = label or field
-    number: int | None = None
+    number: int | Decimal | None = None
     if isinstance(value, bool):
         number = None
     elif isinstance(value, int):
-        number = value
+        number = value if whole else Decimal(value)
+    elif isinstance(value, float | Decimal):
+        if math.isfinite(value) and (not whole or value == int(value)):
+            number = int(value) if whole else Decimal(str(value))
     elif isinstance(value, str):
         text = value.strip()
-        sign = -1 if text.startswith("-") else 1
-        digits = text.lstrip("+-") if text[:1] in "+-" else text
-        if digits.isascii() and digits.isdigit() and len(digits) <= MAX_ID_DIGITS + 1:
-            number = sign * int(digits)
-    elif isinstance(value, Decimal | float):
-        if math.isfinite(value) and value == int(value):
-            number = int(value)
+        if len(text) <= MAX_NUMBER_TEXT_CHARS and (WHOLE_TEXT_RE if whole else NUMBER_TEXT_RE).fullmatch(text):
+            number = int(text) if whole else Decimal(text)
     if number is None:
-        raise refuse(field, f"{label} must be a whole number from {low} to {high}, got {_shown(value)}.")
+        raise refuse(field, f"{number_rule(label, whole=whole, bounds=bounds)}, got {_shown(value)}.")
+    return number
+
+
+def number_problem(value: Any, field: str, *, whole: bool) -> str | None:
+    """Why `value` is no number by `parse_number`'s rule; None when it is one (bounds are the caller's)."""
+    try:
+        parse_number(value, field, whole=whole)
+    except ValidationError as error:
+        return error.message_dict[field][0]
+    return None
+
+
+def whole_number(value: Any, field: str, *, low: int, high: int, label: str | None = None) -> int:
+    """An integer from `low` to `high` (`parse_number`'s rule: a JSON number or ASCII digits; never a bool)."""
+    label = label or field
+    text = value.strip().lstrip("+-") if isinstance(value, str) else ""
+    if len(text) > MAX_NUMBER_TEXT_CHARS and text.isascii() and text.isdigit():  # far past any bound here
+        raise refuse(field, f"{label} must be from {low} to {high} (got {_shown(value)}).")
+    number = int(parse_number(value, field, whole=True, label=label, bounds=f" from {low} to {high}"))
     if number < 0 and low == 0:
         raise refuse(field, f"{label} cannot be negative (got {number}).")
     if not low <= number <= high:
@@ -175,19 +209,9 @@ def whole_number(value: Any, field: str, *, low: int, high: int, label: str | No
 def amount(value: Any, field: str, *, high: Decimal, label: str | None = None) -> Decimal:
     """A non-negative decimal amount (CPU cores, GiB) up to `high`, kept to 3 decimals (the columns')."""
     label = label or field
-    if value in (None, ""):
+    if value is None or (isinstance(value, str) and not value.strip()):
         value = 0
-    if isinstance(value, bool):
-        raise refuse(field, f"{label} must be a number, got {_shown(value)}.")
-    try:
-        text = value.strip() if isinstance(value, str) else value
-        if isinstance(text, str) and not text.isascii():
-            raise InvalidOperation
-        number = Decimal(str(text))
-    except (InvalidOperation, ValueError):
-        raise refuse(field, f"{label} must be a number, got {_shown(value)}.") from None
-    if not number.is_finite():
-        raise refuse(field, f"{label} must be a finite number, got {_shown(value)}.")
+    number = Decimal(parse_number(value, field, whole=False, label=label))
     if number < 0:
         raise refuse(field, f"{label} cannot be negative (got {number}).")
     if number > high:
@@ -244,18 +268,15 @@ def guard_extension_problems(*, starvation_s: int, starvation_hold: bool, starve
 
 
 def grace_seconds_value(value: Any, field: str = "grace_seconds") -> float | None:
-    if value in (None, ""):
+    """Seconds between SIGTERM and SIGKILL (`parse_number`'s rule), 0 to MAX_GRACE_SECONDS; None when
+    empty (the cluster default)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    if isinstance(value, bool):
-        raise refuse(field, f"The grace period must be a number of seconds, got {_shown(value)}.")
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        raise refuse(field, f"The grace period must be a number of seconds, got {_shown(value)}.") from None
-    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_GRACE_SECONDS:
+    seconds = parse_number(value, field, whole=False, label="The grace period (seconds)")
+    if not 0 <= seconds <= MAX_GRACE_SECONDS:
         raise refuse(field, f"The grace period is 0–{MAX_GRACE_SECONDS:,} seconds (got {_shown(value)}); "
                             "empty: the cluster default.")
-    return seconds
+    return float(seconds)
 
 
 # ------------------------------------------------------------------------------ ids and filters

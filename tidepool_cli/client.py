@@ -159,7 +159,7 @@ class Api:
 
     def job_id(self, ref: str) -> int:
         """A job id from an id or an exact name (the newest job of that name)."""
-        if ref.isdigit():
+        if ref.isascii() and ref.isdigit():  # "²".isdigit() is true, and int("²") raises
             return int(ref)
         page = self.get("jobs/", q=ref)
         matches = [job for job in page["results"] if job["name"] == ref]

@@ -93,6 +93,9 @@ def submission(args: argparse.Namespace) -> dict[str, Any]:
         body["command"] = " ".join(args.command)
     if args.fault_tolerance:
         body["fault_tolerance"] = True
+    if isinstance(body.get("environment"), dict):  # YAML reads PORT: 8080 as a number; the API takes text
+        body["environment"] = {key: str(value) if isinstance(value, int | float) and not isinstance(value, bool)
+                               else value for key, value in body["environment"].items()}
     if args.env:
         env = dict(body.get("environment") or {})
         for item in args.env:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from tidepool_cli import main as m
@@ -10,6 +11,20 @@ from tidepool_cli.client import USAGE, CliError
 
 EPILOG = "exit codes: 0 ok, 1 refused (the message names the field), 2 usage, 3 not logged in or token " \
          "refused, 4 not found, 5 server unreachable or failing, 6 conflict (Idempotency-Key reused)"
+
+
+def whole_number(text: str) -> int:
+    """A count or id in ASCII digits: argparse's int() would read "١" and "１" as 1 and "1_0" as 10."""
+    if not re.fullmatch(r"\+?[0-9]{1,18}", text.strip()):
+        raise argparse.ArgumentTypeError(f"a whole number in ASCII digits (e.g. 4), got {text!r}")
+    return int(text)
+
+
+def number(text: str) -> float:
+    """An amount in ASCII digits, as the API reads one (float() would take "١", "1_0", "nan")."""
+    if not re.fullmatch(r"\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", text.strip()):
+        raise argparse.ArgumentTypeError(f"a number in ASCII digits (e.g. 8 or 1.5), got {text!r}")
+    return float(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,16 +47,16 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--workspace")
     submit.add_argument("--quota")
     submit.add_argument("--role", help="role name (default worker)")
-    submit.add_argument("--pods", type=int, help="pods of the role")
-    submit.add_argument("--gpus", type=int, help="GPUs per pod")
+    submit.add_argument("--pods", type=whole_number, help="pods of the role")
+    submit.add_argument("--gpus", type=whole_number, help="GPUs per pod")
     submit.add_argument("--gpu-type")
-    submit.add_argument("--cpu", type=float, help="CPU cores per pod")
-    submit.add_argument("--memory-gib", type=float, help="memory per pod, GiB")
-    submit.add_argument("--priority", type=int)
+    submit.add_argument("--cpu", type=number, help="CPU cores per pod")
+    submit.add_argument("--memory-gib", type=number, help="memory per pod, GiB")
+    submit.add_argument("--priority", type=whole_number)
     submit.add_argument("--idle-mode", choices=("off", "acceptable", "only"))
     submit.add_argument("--image")
     submit.add_argument("--fault-tolerance", action="store_true")
-    submit.add_argument("--max-restarts", type=int)
+    submit.add_argument("--max-restarts", type=whole_number)
     submit.add_argument("--env", action="append", metavar="NAME=VALUE")
     submit.add_argument("--idempotency-key", help="default: a new random key per invocation")
     submit.add_argument("command", nargs="*", help="the command (after --)")
@@ -66,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     logs = sub.add_parser("logs", parents=[common], help="a pod's log")
     logs.add_argument("job", help="job id or name")
     logs.add_argument("-f", "--follow", action="store_true", help="stream until the pod exits")
-    logs.add_argument("--pod", type=int, help="pod id (default: rank 0 of the newest attempt)")
-    logs.add_argument("--lines", type=int, default=200)
+    logs.add_argument("--pod", type=whole_number, help="pod id (default: rank 0 of the newest attempt)")
+    logs.add_argument("--lines", type=whole_number, default=200)
     logs.set_defaults(run=m.cmd_logs)
 
     sub.add_parser("quotas", parents=[common], help="the quota tree with use").set_defaults(run=m.cmd_quotas)

@@ -173,3 +173,37 @@ def test_watch_prints_a_line_only_when_what_it_shows_changes(monkeypatch, capsys
     assert run(["jobs", "--watch", "--json"]) == 0  # scripts: every document that differs, one per line
     documents = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(documents) == len(stream) - 1 and documents[-1]["status"] == "Preempted"
+
+
+@pytest.mark.parametrize("flag", ["--pods", "--gpus", "--priority", "--max-restarts", "--cpu", "--memory-gib"])
+@pytest.mark.parametrize("value", ["١", "１", "²", "1_0", "nan", "0x10", "four"])
+def test_number_flags_take_ascii_digits_only(flag, value, capsys) -> None:
+    """argparse's int()/float() read "١" and "１" as 1 and "1_0" as 10: the CLI refuses them as the API does."""
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["submit", flag, value])
+    assert exited.value.code == 2
+    assert "ASCII digits" in capsys.readouterr().err
+
+
+def test_number_flags_read_ascii_numbers() -> None:
+    args = build_parser().parse_args(["submit", "--pods", "2", "--cpu", "1.5", "--memory-gib", "8"])
+    assert (args.pods, args.cpu, args.memory_gib) == (2, 1.5, 8.0)
+    assert build_parser().parse_args(["logs", "job", "--lines", "50"]).lines == 50
+
+
+def test_a_job_file_numbers_in_the_environment_are_sent_as_text(tmp_path) -> None:
+    """YAML reads `PORT: 8080` as a number; the API takes environment values as text only."""
+    from tidepool_cli.main import submission
+
+    job = tmp_path / "job.yaml"
+    job.write_text("name: a\nenvironment: {PORT: 8080, LR: 0.1, NAME: x, DEBUG: true}\n")
+    body = submission(build_parser().parse_args(["submit", "-f", str(job)]))
+    assert body["environment"] == {"PORT": "8080", "LR": "0.1", "NAME": "x", "DEBUG": True}  # the API refuses true
+
+
+def test_a_job_reference_with_other_digits_is_a_name_not_a_crash(monkeypatch) -> None:
+    api = Api(Config(server="http://x", token="t"))
+    monkeypatch.setattr(api, "get", lambda path, **params: {"results": []})
+    with pytest.raises(client.CliError) as refused:
+        api.job_id("²")
+    assert refused.value.code == 4

@@ -12,6 +12,13 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from scheduler import validation as v
+from scheduler.api.v1.fields import (
+    StrictDecimalField,
+    StrictFloatField,
+    StrictIntegerField,
+    TextChoiceField,
+    TextField,
+)
 from scheduler.models import IdleMode, Job, JobType, Pod
 from scheduler.selectors import NodeGrid, QuotaUsage
 from scheduler.services.lifecycle import grace_seconds
@@ -175,15 +182,6 @@ class JobDetailSerializer(JobSerializer):
     preemptions = PreemptionSerializer(many=True, source="preemptions.all")
 
 
-class StrictIntegerField(serializers.IntegerField):
-    """DRF's IntegerField, but ASCII digits only ("١" is not 1) and never a boolean."""
-
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or (isinstance(data, str) and not data.strip().lstrip("+-").isascii()):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
 def _name_validator(kind: str):
     def check(value: str) -> None:
         problem = v.name_problem(value, kind)
@@ -194,46 +192,44 @@ def _name_validator(kind: str):
 
 
 class RoleInputSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=v.NAME_LENGTHS["role"], default="worker",
-                                 validators=[_name_validator("role")])
+    name = TextField(max_length=v.NAME_LENGTHS["role"], default="worker", validators=[_name_validator("role")])
     pod_count = StrictIntegerField(default=1, min_value=1, max_value=v.MAX_PODS_PER_JOB)
-    gpu_type = serializers.CharField(max_length=v.MAX_GPU_MODEL_CHARS, allow_blank=True, default="")
+    gpu_type = TextField(max_length=v.MAX_GPU_MODEL_CHARS, allow_blank=True, default="")
     # None: 1, or 0 for a CPU-only role
     gpus = StrictIntegerField(allow_null=True, default=None, min_value=0, max_value=v.MAX_GPUS_PER_POD)
     cpu_only = serializers.BooleanField(default=False)
-    cpu = serializers.DecimalField(max_digits=10, decimal_places=3, default=0, min_value=0,
-                                   max_value=v.MAX_CPU_PER_POD)
-    memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, default=0, min_value=0,
-                                          max_value=v.MAX_MEMORY_GIB_PER_POD)
-    shared_memory_gib = serializers.DecimalField(max_digits=12, decimal_places=3, default=0, min_value=0,
-                                                 max_value=v.MAX_MEMORY_GIB_PER_POD)
+    cpu = StrictDecimalField(max_digits=10, decimal_places=3, default=0, min_value=0, max_value=v.MAX_CPU_PER_POD)
+    memory_gib = StrictDecimalField(max_digits=12, decimal_places=3, default=0, min_value=0,
+                                    max_value=v.MAX_MEMORY_GIB_PER_POD)
+    shared_memory_gib = StrictDecimalField(max_digits=12, decimal_places=3, default=0, min_value=0,
+                                           max_value=v.MAX_MEMORY_GIB_PER_POD)
 
 
 class JobSubmitSerializer(serializers.Serializer):
     """POST /api/v1/jobs/. `workspace` and `quota` are names (or ids). Bounds: scheduler.validation."""
 
-    name = serializers.CharField(max_length=v.NAME_LENGTHS["job"], validators=[_name_validator("job")])
-    workspace = serializers.CharField(max_length=v.NAME_LENGTHS["workspace"])
-    quota = serializers.CharField(max_length=v.NAME_LENGTHS["quota"])
-    command = serializers.CharField(max_length=v.MAX_COMMAND_CHARS)
+    name = TextField(max_length=v.NAME_LENGTHS["job"], validators=[_name_validator("job")])
+    workspace = TextField(max_length=v.NAME_LENGTHS["workspace"])
+    quota = TextField(max_length=v.NAME_LENGTHS["quota"])
+    command = TextField(max_length=v.MAX_COMMAND_CHARS)
     roles = RoleInputSerializer(many=True, max_length=v.MAX_ROLES)
-    job_type = serializers.ChoiceField(choices=JobType.choices, default=JobType.PYTORCH)
-    image = serializers.CharField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
+    job_type = TextChoiceField(choices=JobType.choices, default=JobType.PYTORCH)
+    image = TextField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
     environment = serializers.DictField(
-        child=serializers.CharField(allow_blank=True, max_length=v.MAX_ENV_VALUE_CHARS), default=dict
+        child=TextField(allow_blank=True, max_length=v.MAX_ENV_VALUE_CHARS), default=dict
     )
-    data_mount = serializers.CharField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
-    code_mount = serializers.CharField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
+    data_mount = TextField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
+    code_mount = TextField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
     priority = StrictIntegerField(default=1, min_value=v.MIN_PRIORITY, max_value=v.MAX_PRIORITY)
-    idle_mode = serializers.ChoiceField(choices=IdleMode.choices, default=IdleMode.OFF)
+    idle_mode = TextChoiceField(choices=IdleMode.choices, default=IdleMode.OFF)
     max_running_minutes = StrictIntegerField(allow_null=True, default=None, min_value=1,
                                              max_value=v.MAX_RUNNING_MINUTES)
     fault_tolerance = serializers.BooleanField(default=False)
     max_restarts = StrictIntegerField(default=3, min_value=0, max_value=v.MAX_RESTARTS)
-    checkpoint_dir = serializers.CharField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
+    checkpoint_dir = TextField(max_length=v.MAX_PATH_CHARS, allow_blank=True, default="")
     # None: the cluster default. Bounds: the service's (validation.grace_seconds_value), one message.
-    grace_seconds = serializers.FloatField(allow_null=True, default=None)
-    resource_type = serializers.CharField(allow_blank=True, allow_null=True, default=None, max_length=16)
+    grace_seconds = StrictFloatField(allow_null=True, default=None)
+    resource_type = TextField(allow_blank=True, allow_null=True, default=None, max_length=16)
 
     def validate_environment(self, value: dict[str, str]) -> dict[str, str]:
         try:
@@ -331,7 +327,8 @@ class WorkspaceSerializer(serializers.Serializer):
 
 
 class CloneSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100, required=False)
+    # absent: `<name>-clone`; given, the job name rule (an empty name is refused, not defaulted)
+    name = TextField(max_length=v.NAME_LENGTHS["job"], required=False, validators=[_name_validator("job")])
 
 
 class LogPodSerializer(serializers.Serializer):
