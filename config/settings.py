@@ -67,12 +67,12 @@ Pods (the node worker, and the local executor) — docs/runtime.md ("Pods as con
 
 | variable | default | meaning |
 |---|---|---|
-| TIDEPOOL_POD_RUNTIME | host | `host`: process groups on the node (bin/start, nodes without Podman); `podman`: containers (rootful Podman with runc; `bin/cluster` sets it when Podman is installed). |
+| TIDEPOOL_POD_RUNTIME | host | `host`: process groups on the node, each in cgroups of its own where a root worker can make them (bin/start, nodes without Podman); `podman`: containers (rootful Podman with runc; `bin/cluster` sets it when Podman is installed). |
 | TIDEPOOL_POD_IMAGE | localhost/tidepool-pod:<version> | The node's default image for jobs that name none (`bin/build-pod-image` builds the default one). |
 | TIDEPOOL_POD_PULL | missing | Podman's `--pull`: `always`, `missing` or `never`. |
 | TIDEPOOL_POD_UID | 65534 | Uid (and gid) pods run as inside containers when TIDEPOOL_POD_USER names no host user; never 0. |
-| TIDEPOOL_POD_PIDS_LIMIT | 4096 | Most processes (and threads) in one container. |
-| TIDEPOOL_POD_DEFAULT_MEMORY_GIB | 4 | Memory limit of a container whose role asks none. |
+| TIDEPOOL_POD_PIDS_LIMIT | 4096 | Most processes (and threads) in one container, or one host pod in its cgroups. |
+| TIDEPOOL_POD_DEFAULT_MEMORY_GIB | 4 | Memory limit of a container (or a host pod in its cgroups) whose role asks none. |
 | TIDEPOOL_POD_NETWORK | job | `job`: a Podman network per job behind the node's pod firewall; `none`: no network. |
 | TIDEPOOL_POD_SUBNETS | 10.213.0.0/16 | The pool the per-job /24 networks come from (the firewall drops it from reaching the host). |
 | TIDEPOOL_POD_BLOCKED_NETWORKS | (empty) | Comma-separated addresses/networks pods may not reach (the database, broker and console hosts). |

@@ -7,12 +7,16 @@ installed. Both have one interface, so the agent, reconcile loop and executors d
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 
 from scheduler.node.runtime.process import ExitCallback, PodSupervisor
 
 HOST = "host"
 PODMAN = "podman"
+
+log = logging.getLogger("tidepool.node")
 
 
 def container_config():
@@ -48,4 +52,20 @@ def pod_supervisor(on_exit: ExitCallback | None = None) -> PodSupervisor:
         if missing is not None:
             raise RuntimeError(f"TIDEPOOL_POD_RUNTIME=podman, but {missing}")
         return ContainerSupervisor(container_config(), on_exit=on_exit)
-    return PodSupervisor(on_exit=on_exit)
+    return host_supervisor(on_exit)
+
+
+def host_supervisor(on_exit: ExitCallback | None = None) -> PodSupervisor:
+    """Host pods in cgroups of their own where this process may make them (a root worker on cgroup
+    v1); otherwise process groups only, and the node's log says what that gives up."""
+    from scheduler.node.runtime.cgroups import writable_controllers
+    from scheduler.node.runtime.host_cgroups import CgroupSupervisor
+
+    bases, problem = writable_controllers()
+    if problem:
+        log.warning("host pods run without cgroups (%s): no memory, process or CPU limit, and a stop ends only "
+                    "the pod's process group (a setsid or double-forked process outlives it)", problem)
+        return PodSupervisor(on_exit=on_exit)
+    log.info("host pods run in cgroups of their own below %s", ", ".join(sorted(bases.values())))
+    return CgroupSupervisor(bases, pids_max=settings.TIDEPOOL_POD_PIDS_LIMIT,
+                            default_memory_gib=settings.TIDEPOOL_POD_DEFAULT_MEMORY_GIB, on_exit=on_exit)

@@ -141,10 +141,33 @@ def _finish(harness: PodHarness) -> None:
     assert all(n == 1 for n in counts.values()), f"an exit was reported more than once: {counts}"
 
 
-@pytest.fixture
-def pods(tmp_path: Path) -> Iterator[PodHarness]:
-    """A supervisor with an on_exit callback; afterwards, no process of the test may be left."""
-    harness = PodHarness(tmp_path)
+def host_cgroup_bases() -> dict[str, str]:
+    """Where pod cgroups can be made here; skips the test, with the reason, where they cannot."""
+    from scheduler.node.runtime.cgroups import writable_controllers
+
+    if os.geteuid() != 0:
+        pytest.skip("host pod cgroups need a root worker")
+    bases, problem = writable_controllers()
+    if problem:
+        pytest.skip(f"host pod cgroups unavailable: {problem}")
+    return bases
+
+
+def cgroup_harness(root: Path, pids_max: int = 4096, default_memory_gib: float = 4.0) -> PodHarness:
+    from scheduler.node.runtime.host_cgroups import CgroupSupervisor
+
+    harness = PodHarness(root)
+    harness.supervisor = CgroupSupervisor(host_cgroup_bases(), pids_max=pids_max,
+                                          default_memory_gib=default_memory_gib, on_exit=harness._record)
+    return harness
+
+
+@pytest.fixture(params=["process-group", "cgroups"])
+def pods(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PodHarness]:
+    """A supervisor with an on_exit callback, as process groups and in cgroups (host_cgroups.py,
+    skipped where they cannot be made): the same contract. Afterwards, no process of the test may
+    be left."""
+    harness = PodHarness(tmp_path) if request.param == "process-group" else cgroup_harness(tmp_path)
     yield harness
     _finish(harness)
 

@@ -15,9 +15,7 @@ Lifetime of a pod:
   SIGKILL. Only then is the exit reported, so the GPUs it held really are free.
 - Each exit is reported exactly once: to `on_exit` when one is given, otherwise through `poll()`.
 
-Attempts fence stale messages: per pod the supervisor remembers the highest attempt it has
-started or been told to terminate, and ignores a start or terminate for an older attempt. An
-attempt number is used at most once, so a redelivered start task never runs a pod twice.
+Attempts fence stale messages (docs/runtime.md): an attempt number is used at most once.
 """
 
 from __future__ import annotations
@@ -34,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from scheduler.node.runtime.groups import _signal_group, live_group_members
 from scheduler.node.runtime.sandbox import (
     POD_WRAPPER,
     own_file,
@@ -43,11 +42,11 @@ from scheduler.node.runtime.sandbox import (
 )
 from scheduler.states import PodOutcome
 
-__all__ = ["PodSpec", "PodSupervisor", "PodExit", "RunningPod", "TerminateResult", "pod_environment"]
+__all__ = ["PodSpec", "PodSupervisor", "PodExit", "RunningPod", "TerminateResult", "live_group_members",
+           "pod_environment"]
 
 log = logging.getLogger(__name__)
 
-# Pod outcomes (scheduler/states.py); the caller maps them onto pod states.
 SUCCEEDED = PodOutcome.SUCCEEDED
 FAILED = PodOutcome.FAILED
 PREEMPTED = PodOutcome.PREEMPTED
@@ -136,40 +135,6 @@ class TerminateResult(enum.StrEnum):
     EXITED = "exited"  # this attempt already ended on its own; its exit is (or will be) reported
     NOT_STARTED = "not_started"  # never started here; a later start of this attempt is refused
     STALE = "stale"  # a newer attempt of the pod exists here; ignored
-
-
-def live_group_members(pgid: int) -> list[int] | None:
-    """Pids of the processes in group `pgid` that have not exited (zombies excluded).
-
-    None where /proc is unavailable (not Linux): the caller cannot tell.
-    """
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return None
-    members = []
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:  # exited meanwhile, or not ours to read
-            continue
-        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            members.append(int(name))
-    return members
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:  # the group is already empty
-        pass
-    except PermissionError:  # a member changed its credentials (setuid); nothing more we can do
-        log.warning("could not send signal %s to process group %s", sig, pgid)
 
 
 def _now_iso() -> str:
@@ -267,7 +232,8 @@ class PodSupervisor:
         with open(spec.log_path, "ab", buffering=0) as log_file:
             own_file(spec.log_path, user)
             log_file.write(header.encode())
-            popen = subprocess.Popen(
+            popen = self._spawn(
+                spec,
                 ["/bin/sh", "-c", POD_WRAPPER, "tidepool-pod", _SHELL_PREAMBLE + spec.command,
                  spec.exit_path or os.devnull],
                 cwd=spec.workdir,
@@ -280,6 +246,20 @@ class PodSupervisor:
             )
         log.info("pod %s attempt %s started as pid %s", spec.pod_id, spec.attempt, popen.pid)
         return _Proc(spec, popen, time.time())
+
+    # How a pod is started, signalled, found alive and settled (its reason, once nothing of it is
+    # left): its process group here; its cgroups in host_cgroups.py.
+    def _spawn(self, spec: PodSpec, argv: list[str], **popen_kwargs) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(argv, **popen_kwargs)
+
+    def _signal(self, proc: _Proc, sig: int) -> None:
+        _signal_group(proc.pid, sig)
+
+    def _alive(self, proc: _Proc) -> list[int] | None:
+        return live_group_members(proc.pid)
+
+    def _settle(self, proc: _Proc, exit_code: int) -> str:
+        return ""
 
     # -- terminating ----------------------------------------------------------------------
 
@@ -322,7 +302,7 @@ class PodSupervisor:
         if grace_s <= 0:
             self._kill(proc)
             return
-        _signal_group(proc.pid, signal.SIGTERM)
+        self._signal(proc, signal.SIGTERM)
         timer = threading.Timer(grace_s, self._kill_after_grace, args=(proc,))
         timer.daemon = True
         proc.kill_timer = timer
@@ -335,7 +315,7 @@ class PodSupervisor:
 
     def _kill(self, proc: _Proc) -> None:
         # Lock held. Only count it as a kill when something was still alive to receive it.
-        if not proc.leader_exited or live_group_members(proc.pid):
+        if not proc.leader_exited or self._alive(proc):
             proc.killed = True
             log.info(
                 "pod %s attempt %s: SIGKILL to process group %s",
@@ -344,7 +324,7 @@ class PodSupervisor:
                 proc.pid,
             )
         proc.sigkill_sent = True
-        _signal_group(proc.pid, signal.SIGKILL)
+        self._signal(proc, signal.SIGKILL)
 
     # -- watching -------------------------------------------------------------------------
 
@@ -356,14 +336,15 @@ class PodSupervisor:
             if proc.requested_outcome is None:
                 # Finished on its own: anything left in the group is an orphan of this pod.
                 proc.sigkill_sent = True
-                _signal_group(proc.pid, signal.SIGKILL)
+                self._signal(proc, signal.SIGKILL)
         if reserved:
             self._wait_for_group(proc)
         with self._lock:
             if proc.kill_timer is not None:
                 proc.kill_timer.cancel()
             proc.reaped = True
-        self._report(proc, proc.popen.wait())
+        exit_code = proc.popen.wait()
+        self._report(proc, exit_code, self._settle(proc, exit_code))
 
     def _report(self, proc: _Proc, exit_code: int, reason: str = "") -> None:
         """Record and report the exit of a pod none of whose processes is left."""
@@ -402,7 +383,7 @@ class PodSupervisor:
         # During a termination the kill timer ends the leftovers at the deadline; otherwise they
         # already got SIGKILL. Give up only on processes that survive SIGKILL (stuck in I/O).
         give_up_at: float | None = None
-        while live_group_members(proc.pid):
+        while self._alive(proc):
             with self._lock:
                 sigkill_sent = proc.sigkill_sent
             if sigkill_sent and give_up_at is None:
@@ -412,7 +393,7 @@ class PodSupervisor:
                     "pod %s attempt %s: processes %s survive SIGKILL; reporting the exit anyway",
                     proc.spec.pod_id,
                     proc.spec.attempt,
-                    live_group_members(proc.pid),
+                    self._alive(proc),
                 )
                 return
             time.sleep(_GROUP_POLL_S)
