@@ -16,6 +16,7 @@ from scheduler.engine.placement import unplaceable_reason
 from scheduler.engine.quota import QuotaTree
 from scheduler.engine.resources import amount_in_units, unit_name, vector
 from scheduler.engine_rows import engine_nodes_of_pool, engine_quotas_of_pool, role_pods
+from scheduler.image_names import image_reference_problem
 from scheduler.models import IdleMode, Job, JobRole, JobType, ResourceQuota, Workspace
 from scheduler.paths import clean_user_path, default_checkpoint_dir
 from scheduler.publish import publish_jobs_changed_on_commit, wake_scheduler_on_commit
@@ -281,6 +282,8 @@ def _check_roles_and_paths(
     for field, value in {"image": image, **paths}.items():
         with _collected(found):
             validation.check_text(value, field, validation.MAX_PATH_CHARS)
+    if image and "image" not in found and (problem := image_reference_problem(image)):
+        found["image"] = [ValidationError(problem)]
     role_rows: list[JobRole] = []
     with _collected(found):
         role_rows = check_roles_fit(quota=quota, roles=roles, idle_mode=idle_mode)
