@@ -228,18 +228,32 @@ def _apply_pending(decisions: Decisions, index: SnapshotIndex, changed: list[Job
 
 
 ALLOCATION_SAMPLE_EVERY = timedelta(seconds=60)
+# A change is stored at the next cycle after it (a few seconds apart at most), so the charts step
+# where the allocation changed, not up to a minute later at the next periodic sample.
+ALLOCATION_CHANGE_EVERY = timedelta(seconds=2)
 
 
 def allocation_record(*, now: datetime) -> None:
-    """Store GPU allocation per quota and per pool for the charts, at most once a minute."""
+    """Store GPU allocation per quota and per pool for the charts: once a minute, and as soon as it
+    changed (at most every ALLOCATION_CHANGE_EVERY)."""
     last = AllocationSample.objects.order_by("-time").values_list("time", flat=True).first()
-    if last is not None and now - last < ALLOCATION_SAMPLE_EVERY:
+    if last is not None and now - last < ALLOCATION_CHANGE_EVERY:
         return
+    rows = allocation_by_quota()
+    if last is not None and now - last < ALLOCATION_SAMPLE_EVERY:
+        stored = set(
+            AllocationSample.objects.filter(time=last).values_list(
+                "resource_type", "quota_id", "in_quota_gpus", "not_in_quota_gpus", "total_gpus"
+            )
+        )
+        current = {(r.resource_type, r.quota_id, r.in_quota_gpus, r.not_in_quota_gpus, r.total_gpus) for r in rows}
+        if current == stored:
+            return
     AllocationSample.objects.bulk_create(
         [
             AllocationSample(time=now, resource_type=row.resource_type, quota=row.quota,
                              in_quota_gpus=row.in_quota_gpus, not_in_quota_gpus=row.not_in_quota_gpus,
                              total_gpus=row.total_gpus)
-            for row in allocation_by_quota()
+            for row in rows
         ]
     )
