@@ -28,7 +28,7 @@ from scheduler.selectors import (
 IN_QUOTA_COLOR = "#16a34a"
 NOT_IN_QUOTA_COLOR = "#f59e0b"
 FREE_COLOR = "#cbd5e1"
-PREEMPT_COLOR = "#dc2626"
+PREEMPT_COLOR = "#ea580c"  # console.css --pre: a preemption is not a failure, so not red
 WINDOW = timedelta(hours=24)
 
 _JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}

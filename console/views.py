@@ -56,7 +56,7 @@ from scheduler.services.jobs import job_can_restart, job_can_stop, job_restart, 
 from scheduler.services.lifecycle import grace_seconds
 from scheduler.services.nodes import node_drain, node_set_schedulable
 from scheduler.services.quotas import quota_create, quota_delete, quota_update
-from scheduler.states import FINAL_JOB_STATUSES, LIVE_POD_STATUSES
+from scheduler.states import FINAL_JOB_STATUSES, LIVE_POD_STATUSES, JobStatus
 from scheduler.validation import parse_id
 
 log = logging.getLogger("tidepool.console")
@@ -104,6 +104,14 @@ class DashboardView(LoginRequiredMixin, View):
 # ------------------------------------------------------------------------------------------ jobs
 
 
+# The job list's legend: the three statuses people mistake for one another.
+STATUS_LEGEND: list[tuple[str, str]] = [
+    (JobStatus.RUNNING, "its pods run"),
+    (JobStatus.PREEMPTED, "reclaimed for a quota's owner — not a failure; with fault tolerance it resumes by itself"),
+    (JobStatus.FAILED, "an instance failed with no restart left"),
+]
+
+
 class JobListView(LoginRequiredMixin, View):
     template_name = "console/job_list.html"
 
@@ -120,6 +128,7 @@ class JobListView(LoginRequiredMixin, View):
             "sort_choices": SORT_CHOICES,
             "idle_choices": IdleMode.choices,
             "live_query": query.urlencode(),
+            "status_legend": STATUS_LEGEND,
         }
         return render(request, self.template_name, context)
 

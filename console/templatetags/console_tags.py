@@ -74,8 +74,9 @@ def gpu_hours(seconds: float | None) -> str:
 @register.filter
 def admission(job: Job) -> bool | None:
     """How the current attempt was admitted; None once it is over (a finished job's last admission is
-    history, on its page's events) or while it waits."""
-    return job.in_quota if job.attempt_open else None
+    history, on its page's events), while it waits, and from the moment it is Preempted (its pods
+    may still be exiting, but the attempt no longer runs In or Not in Quota)."""
+    return job.in_quota if job.attempt_open and job.status != JobStatus.PREEMPTED else None
 
 
 @register.filter
@@ -100,9 +101,10 @@ def job_gpus(job: Job) -> str:
 @register.filter
 def job_nodes(job: Job) -> list[str]:
     """Distinct nodes of the job's latest attempt (`current_pods` from `with_row_data`); none while
-    it waits in the queue (those were the previous attempt's)."""
+    it waits in the queue (those were the previous attempt's) or is Preempted (its pods are leaving
+    them; the job page lists them per attempt)."""
     pods = getattr(job, "current_pods", None)
-    if pods is None or job.is_waiting:
+    if pods is None or job.is_waiting or job.status == JobStatus.PREEMPTED:
         return []
     return sorted({pod.node.name for pod in pods if pod.node is not None})
 

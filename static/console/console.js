@@ -213,7 +213,12 @@
     liveSocket(jobLive.dataset.live, {
       message: function (message) {
         if (message.type !== "snapshot") return;
+        // The events stay open (or closed) as the reader left them across live updates.
+        var events = jobLive.querySelector("details.events");
+        var eventsOpen = events ? events.open : false;
         jobLive.innerHTML = message.html;
+        var fresh = jobLive.querySelector("details.events");
+        if (fresh) fresh.open = eventsOpen;
         jobLive.dataset.status = message.status;
         localizeTimes(jobLive);
       },

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -104,9 +105,35 @@ def test_preemptions_and_work_lost_on_the_job_page_and_the_dashboard(world: Worl
     assert api["reason"] == "reclaimed for a queued job of quota team-x"
 
 
-def test_preempted_pods_still_exiting_keep_their_badge(world: World, alice_client: Client):
+def test_a_preempted_row_drops_its_badge_and_nodes_while_its_pods_exit(world: World, alice_client: Client):
+    # Issue 25: from the moment it is Preempted the row shows neither Not in Quota nor the nodes its
+    # pods are leaving (it showed both until they had exited); its page still lists those pods.
     job = JobFactory(workspace=world.vision, quota=world.team_vision, running_on=world.gpu1, idle_mode="only")
     job.status, job.stop_outcome, job.in_quota = JobStatus.PREEMPTED, PodOutcome.PREEMPTED, False
     job.save()
     row = row_of(alice_client.get("/jobs/").content.decode(), job.pk)
-    assert 'data-in-quota="false"' in row and "resumes automatically" not in row and "gpu-01" in row
+    assert 'data-status="Preempted"' in row
+    assert "data-in-quota" not in row and "gpu-01" not in row and "resumes automatically" not in row
+    page = alice_client.get(f"/jobs/{job.pk}/").content.decode()
+    badges = page[page.index('id="job-badges"'):page.index("</div>", page.index('id="job-badges"'))]
+    assert "data-in-quota" not in badges
+    pods = page[page.index('id="pods"'):]
+    assert "gpu-01" in pods[: pods.index("</section>")]
+    assert 'id="last-admission"' in page  # how it ran is history now
+
+
+def test_preempted_has_its_own_colour_never_the_red_of_failed(world: World, alice_client: Client):
+    css = (Path(__file__).resolve().parents[2] / "static" / "console" / "console.css").read_text()
+
+    def rule(selector: str) -> str:
+        match = re.search(re.escape(selector) + r"\s*\{([^}]*)\}", css)
+        assert match, selector
+        return match.group(1)
+
+    for selector in (".status-preempted", ".event-preempted::before", ".event-preempted .text", ".stat.pre",
+                     ".callout.pre"):
+        assert "danger" not in rule(selector) and "var(--pre" in rule(selector), selector
+    assert "danger" in rule(".status-failed")
+    page = alice_client.get("/jobs/").content.decode()
+    legend = page[page.index('id="status-legend"'):]
+    assert 'status-preempted' in legend and "not a failure" in legend and "status-failed" in legend

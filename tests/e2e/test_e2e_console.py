@@ -28,12 +28,18 @@ TRAIN_PER_RANK = "--checkpoint-dir $TIDEPOOL_CHECKPOINT_DIR/rank-$RANK"
 RECORD_STATUSES = """
 ([id, key]) => {
   window[key] = [];
+  window[key + "Leaks"] = [];
   const record = () => {
     const row = document.querySelector(`tr[data-job-id="${id}"]`);
     if (!row) return;
     const badge = row.querySelector("[data-in-quota]");
     const state = row.dataset.status + (badge ? (badge.dataset.inQuota === "true" ? "/in" : "/out") : "");
     if (window[key][window[key].length - 1] !== state) window[key].push(state);
+    // A Preempted row keeps no admission badge and no node of the reclaimed attempt, not even briefly.
+    if (row.dataset.status === "Preempted" && (badge || row.querySelector(".node-chip"))) {
+      window[key + "Leaks"].push(row.querySelector(".cell-quota").textContent + " | " +
+                                 row.querySelector(".cell-nodes").textContent);
+    }
   };
   new MutationObserver(record).observe(document.getElementById("job-rows"), {childList: true, subtree: true});
   record();
@@ -179,7 +185,9 @@ def test_idle_job_is_reclaimed_then_runs_again(
     while seen and seen[0].split("/")[0] in ("Queuing", "EnvPreparing"):  # the page may open before Running
         seen.pop(0)
     assert seen[0] == "Running/out", seen
-    preempted = seen.index("Preempted/out")
+    preempted = seen.index("Preempted")
+    assert not [s for s in seen if s.startswith("Preempted/")], seen  # never with an admission badge
+    assert bob_watcher.evaluate("window.__seenLeaks") == []
     after = seen[preempted:]
     assert "Preempted" in after and after[-1] == "Running/out", seen  # queued again, still Preempted
     assert not {s.split("/")[0] for s in after} & {"Restarting", "Queuing", "Failed"}, seen
@@ -191,6 +199,7 @@ def test_idle_job_is_reclaimed_then_runs_again(
 
     # The job page tells the story: the reclaim, the queue, the resume from this attempt's checkpoint.
     bob.goto(f"/jobs/{borrower}/")
+    bob.click("#events summary")  # the events are collapsed; opened, they stay open across updates
     bob.wait_for_selector("#events .event-preempted")
     bob.wait_for_selector(f"#resumed-from:has-text('step {step:,} (attempt 2)')", timeout=30_000)
     events = bob.inner_text("#events")
@@ -227,12 +236,16 @@ def test_bad_input_creates_nothing_and_workspaces_stay_apart(
     alice.wait_for_selector("#form-error-summary")
     assert "lowercase letters" in alice.inner_text("#field-name .error")
     assert "required" in alice.inner_text("#field-command .error")
+    # The pod larger than any node is refused at its field at the same time, and the first error has the focus.
+    assert "no general node has 16 GPUs; the largest has 8" in alice.inner_text("#field-roles-0-gpus .error")
+    assert alice.evaluate("document.activeElement.id") == "id_name"
     screenshots(alice, "job-form-errors")
     alice.fill("#id_name", "still-too-big")
     alice.fill("#id_command", "sleep 1")
     alice.click("#submit-job")
-    alice.wait_for_selector("#roles .error")
-    assert "16" in alice.inner_text("#roles .error")
+    alice.wait_for_selector("#field-roles-0-gpus .error")
+    assert "16" in alice.inner_text("#field-roles-0-gpus .error")
+    assert alice.evaluate("document.activeElement.id") == "id_roles-0-gpus"
     assert alice.request.get("/api/v1/jobs/").json()["count"] == before
     # No GPU without saying CPU-only: refused at the GPUs; ticking CPU-only sets them to 0.
     fill_job_form(alice, name="zero-gpus", quota="team-vision", gpus=0, command="sleep 1")
