@@ -11,6 +11,9 @@ follows the borrower the whole time.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -22,7 +25,20 @@ from tests.cluster.stack import ROOT, Api, Stack, require_nginx, session_cookie,
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.timeout(240)]
 
-TRAIN = (f"{sys.executable} {ROOT / 'examples' / 'train_linear.py'} --steps 100000 --checkpoint-every 20 "
+
+def _pods_in_containers() -> bool:
+    """bin/cluster's own default (docs/runtime.md): containers where rootful Podman is installed."""
+    runtime = os.environ.get("TIDEPOOL_POD_RUNTIME")
+    if runtime:
+        return runtime == "podman"
+    return shutil.which("podman") is not None and os.geteuid() == 0
+
+
+# In a container the image's python3 runs the example from /opt/tidepool (bin/build-pod-image); on the
+# host, the checkout's.
+_TRAINER = ("python3 /opt/tidepool/examples/train_linear.py" if _pods_in_containers()
+            else f"{sys.executable} {ROOT / 'examples' / 'train_linear.py'}")
+TRAIN = (f"{_TRAINER} --steps 100000 --checkpoint-every 20 "
          "--step-sleep 0.05 --checkpoint-dir $TIDEPOOL_CHECKPOINT_DIR/rank-$RANK")
 
 
@@ -36,6 +52,10 @@ def stack(postgres_db, redis_url, tmp_path):
                       "TIDEPOOL_HEARTBEAT_SECONDS": "1", "TIDEPOOL_GRACE_SECONDS": "15",
                       "TIDEPOOL_RESTART_BACKOFF_BASE": "0.5"})
     stack.drop_database()
+    if _pods_in_containers():  # bin/cluster builds it too, but a first debootstrap outlasts its start timeout
+        built = subprocess.run([str(ROOT / "bin" / "build-pod-image")], cwd=ROOT, capture_output=True, text=True,
+                               timeout=1800)
+        assert built.returncode == 0, built.stdout + built.stderr
     try:
         started = stack.run("start", "--seed")
         assert started.returncode == 0, started.stdout + started.stderr + stack.logs()

@@ -62,6 +62,18 @@ def test_a_pod_gets_the_device_nodes_of_its_gpus_and_no_others(tmp_path, dev_roo
     assert "--privileged" not in args and not any(a.startswith("--device-cgroup-rule") for a in args)
 
 
+def test_declared_gpus_without_device_nodes_give_no_device(tmp_path):
+    """A node whose GPUs are declared (no /dev/nvidia<i>) runs its pods with no GPU device at all, not
+    the driver's control nodes alone and never another GPU."""
+    dev_root = tmp_path / "dev"
+    dev_root.mkdir()
+    (dev_root / "nvidiactl").touch()
+    args = podman_run_args(spec(tmp_path, gpu_indices=(0, 1)), ContainerConfig(default_image="img", dev_root=str(dev_root)),
+                           user=NOBODY, network="none")
+    assert devices(args) == []
+    assert dict(item.split("=", 1) for item in option(args, "--env"))["TIDEPOOL_GPU_INDICES"] == "0,1"
+
+
 def test_cdi_names_the_gpus_by_index_and_a_cpu_pod_gets_no_device(tmp_path, dev_root):
     assert gpu_device_args((1, 3), str(dev_root), cdi=True) == ["--device", "nvidia.com/gpu=1",
                                                                "--device", "nvidia.com/gpu=3"]

@@ -182,14 +182,19 @@ def gpu_device_args(indices: tuple[int, ...], dev_root: str = "/dev", cdi: bool 
     """The --device arguments giving a pod exactly its GPUs and nothing else.
 
     CDI (`nvidia.com/gpu=<i>`) brings the driver's libraries along; plain device nodes need an
-    image that carries a user-space driver matching the node's. No GPU: no device at all.
+    image that carries a user-space driver matching the node's. No GPU: no device at all. A node whose
+    GPUs are declared, not detected (the demo, test beds), has no /dev/nvidia<i>: its pods get no GPU
+    device, never another one in its place.
     """
     if not indices:
         return []
     if cdi:
         return [arg for index in indices for arg in ("--device", f"nvidia.com/gpu={index}")]
     args = []
-    for index in indices:
+    present = [index for index in indices if os.path.exists(os.path.join(dev_root, f"nvidia{index}"))]
+    if not present:
+        return []
+    for index in present:
         args += ["--device", f"{dev_root}/nvidia{index}"]
     for name in NVIDIA_CONTROL_DEVICES:
         if os.path.exists(os.path.join(dev_root, name)):
