@@ -118,9 +118,13 @@ class PodCgroups:
                 continue
         return sorted(pid for pid in pids if _alive(pid))
 
-    def signal_all(self, sig: int) -> None:
+    def signal_all(self, sig: int, *, except_group: int | None = None) -> None:
+        """`sig` to every process of the pod, but those of process group `except_group` (signalled
+        as a group already: a handler must see one SIGTERM, not two)."""
         for pid in self.members():
             try:
+                if except_group is not None and os.getpgid(pid) == except_group:
+                    continue
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass

@@ -81,7 +81,7 @@ class CgroupSupervisor(PodSupervisor):
         if sig == signal.SIGKILL:
             group.kill_all()
         else:
-            group.signal_all(sig)
+            group.signal_all(sig, except_group=proc.pid)  # the detached ones
 
     def _alive(self, proc: _Proc) -> list[int] | None:
         with_group = set(live_group_members(proc.pid) or ())
