@@ -69,7 +69,9 @@ Pods (the node worker, and the local executor) — docs/runtime.md ("Pods as con
 |---|---|---|
 | TIDEPOOL_POD_RUNTIME | host | `host`: process groups on the node, each in cgroups of its own where a root worker can make them (bin/start, nodes without Podman); `podman`: containers (rootful Podman with runc; `bin/cluster` sets it when Podman is installed). |
 | TIDEPOOL_POD_IMAGE | localhost/tidepool-pod:<version> | The node's default image for jobs that name none (`bin/build-pod-image` builds the default one). |
-| TIDEPOOL_POD_PULL | missing | Podman's `--pull`: `always`, `missing` or `never`. |
+| TIDEPOOL_POD_PULL | missing | Pull policy: `never` (only the node's image store), `missing` (pull what the store lacks), `always` (pull at every start). An image that cannot be had keeps the pod Pending with the reason, retried with backoff. |
+| TIDEPOOL_POD_REGISTRY | (empty) | The operator's registry (`host[:port]`), put in front of image names that name no registry (`team/train:v2` → `registry.example.com:5000/team/train:v2`). |
+| TIDEPOOL_POD_REGISTRY_AUTH_FILE | (empty) | Credentials for pulls: a containers-auth.json file (`podman login --authfile FILE REGISTRY` writes one), passed as `--authfile`. |
 | TIDEPOOL_POD_UID | 65534 | Uid (and gid) pods run as inside containers when TIDEPOOL_POD_USER names no host user; never 0. |
 | TIDEPOOL_POD_PIDS_LIMIT | 4096 | Most processes (and threads) in one container, or one host pod in its cgroups. |
 | TIDEPOOL_POD_DEFAULT_MEMORY_GIB | 4 | Memory limit of a container (or a host pod in its cgroups) whose role asks none. |
@@ -377,6 +379,8 @@ if TIDEPOOL_POD_RUNTIME not in {"host", "podman"}:
     raise ImproperlyConfigured(f"TIDEPOOL_POD_RUNTIME={TIDEPOOL_POD_RUNTIME!r}: use 'host' or 'podman'.")
 TIDEPOOL_POD_IMAGE = os.environ.get("TIDEPOOL_POD_IMAGE", "").strip()  # "": scheduler/node/runtime/image.py's
 TIDEPOOL_POD_PULL = os.environ.get("TIDEPOOL_POD_PULL", "missing").strip()
+TIDEPOOL_POD_REGISTRY = os.environ.get("TIDEPOOL_POD_REGISTRY", "").strip().rstrip("/")
+TIDEPOOL_POD_REGISTRY_AUTH_FILE = os.environ.get("TIDEPOOL_POD_REGISTRY_AUTH_FILE", "").strip()
 if TIDEPOOL_POD_PULL not in {"always", "missing", "never"}:
     raise ImproperlyConfigured(f"TIDEPOOL_POD_PULL={TIDEPOOL_POD_PULL!r}: use 'always', 'missing' or 'never'.")
 TIDEPOOL_POD_UID = env_int("TIDEPOOL_POD_UID")

@@ -93,6 +93,7 @@ class EventKind(StrEnum):
     RESTARTING = "restarting"  # automatic restart after a backoff
     NOT_RESTARTED = "not-restarted"  # stays Preempted: fault tolerance off or no restarts left
     NODE_LOST = "node-lost"  # its node stopped heartbeating: its pods there failed (or never started)
+    IMAGE_WAIT = "image-wait"  # a pod waits for its image (unknown, pull refused): Pending, retried; not a failure
 
 
 JOB_STATUS_VALUES = frozenset(status.value for status in JobStatus)

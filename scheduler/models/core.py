@@ -152,6 +152,9 @@ class Node(models.Model):
     )
     gpu_memory_mib = models.PositiveIntegerField(null=True, blank=True)
     driver_version = models.CharField(max_length=64, blank=True)
+    pod_runtime = models.CharField(max_length=32, blank=True,
+                                   help_text="How its pods run (podman, host (cgroups), host), as its worker reported.")
+    pod_image = models.CharField(max_length=255, blank=True, help_text="Its default image (podman), as reported.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -342,6 +345,7 @@ class Pod(models.Model):
     reason = models.CharField(max_length=300, blank=True)
     terminate_requested = models.CharField(max_length=16, blank=True, help_text="preempted / stopped")
     pid = models.PositiveIntegerField(null=True, blank=True, help_text="Process group id on its node.")
+    image = models.CharField(max_length=255, blank=True, help_text="The image it runs, as its node names it (containers).")
     master_port = models.PositiveIntegerField(
         null=True, blank=True, help_text="MASTER_PORT of its attempt (the same on every pod), chosen at its first start.")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import asdict
 
 from django.db import close_old_connections
 
 from scheduler.models import Job, Pod
 from scheduler.node.exit_hints import WorkPlace, exit_hint, read_log_tail, reason_with_hint
+from scheduler.node.image_waits import image_retry_delay, pod_image_here, pod_waits_for_image
 from scheduler.node.runtime.process import TerminateResult
 from scheduler.node.runtime.progress import read_progress
-from scheduler.node.runtimes import pod_supervisor
+from scheduler.node.runtime.pulls import ImageUnavailable
+from scheduler.node.runtimes import image_puller, pod_supervisor
 from scheduler.node.specs import master_address, pod_progress_path, pod_spec
 from scheduler.node.workplace import prepare_workplace
 from scheduler.services.lifecycle import job_progress, pod_exited, pod_never_started, pod_running
@@ -29,6 +32,9 @@ PROGRESS_POLL_S = 2.0
 class PodAgent:
     def __init__(self, progress_poll_s: float = PROGRESS_POLL_S) -> None:
         self.supervisor = pod_supervisor(on_exit=self._exited)  # TIDEPOOL_POD_RUNTIME
+        self.images = image_puller()  # None for host pods
+        # (pod, attempt) -> (consecutive failures, the last cause, monotonic time of the next try)
+        self._image_waits: dict[tuple[int, int], tuple[int, str, float]] = {}
         self._progress: dict[tuple[int, int], tuple[int, str]] = {}  # (pod, attempt) -> (job id, file)
         self._lock = threading.Lock()
         self._unreported: set[tuple[int, int]] = set()  # started here, exit not yet written
@@ -42,8 +48,14 @@ class PodAgent:
     def start(self, job: Job, pod: Pod, *, world_size: int, master_addr: str) -> None:
         """Launch one pod and report it Running (or Failed if it cannot start)."""
         key = (pod.pk, pod.attempt)
+        with self._lock:
+            waiting = self._image_waits.get(key)
+        if waiting is not None and time.monotonic() < waiting[2]:
+            return  # its image could not be had: the next try is not due yet
         try:
             spec = pod_spec(pod, job, world_size=world_size, master_addr=master_addr)
+            if self.images is not None:
+                spec = self.images.prepare(spec)  # the image here (pulled if it may be), by the name it has here
             place = prepare_workplace(job, pod, spec)
             with self._lock:  # before the start: a command that fails at once is reported with its hint
                 self._places.setdefault(key, (spec.log_path, place))
@@ -51,11 +63,19 @@ class PodAgent:
         except RuntimeError:  # shut down: the pod stays Pending for whoever runs the node next
             self._forget_place(key)
             return
+        except ImageUnavailable as error:  # stays Pending with the reason, tried again later: not a failure
+            self._forget_place(key)
+            self._image_unavailable(pod, str(error), waiting)
+            return
         except OSError as error:  # never started: the job is requeued, no restart used
             self._forget_place(key)
             log.warning("pod %s attempt %s could not start: %s", pod.pk, pod.attempt, error)
             pod_never_started(pod_id=pod.pk, attempt=pod.attempt, reason=f"could not start: {error}")
             return
+        if waiting is not None or self.images is not None:
+            with self._lock:
+                self._image_waits.pop(key, None)
+            pod_image_here(pod_id=pod.pk, attempt=pod.attempt, image=spec.image)
         if not started:
             self._forget_place(key)
             return
@@ -65,6 +85,18 @@ class PodAgent:
                 self._progress[key] = (job.pk, str(pod_progress_path(pod)))
         pid = next((r.pid for r in self.supervisor.running() if (r.pod_id, r.attempt) == (pod.pk, pod.attempt)), None)
         pod_running(pod_id=pod.pk, attempt=pod.attempt, pid=pid)
+
+    def _image_unavailable(self, pod: Pod, cause: str, waiting: tuple[int, str, float] | None) -> None:
+        failures = (waiting[0] if waiting else 0) + 1
+        delay = image_retry_delay(failures)
+        with self._lock:
+            self._image_waits[(pod.pk, pod.attempt)] = (failures, cause, time.monotonic() + delay)
+        log.warning("pod %s attempt %s waits for its image (try %s, next in %.0f s): %s",
+                    pod.pk, pod.attempt, failures, delay, cause)
+        if not pod_waits_for_image(pod_id=pod.pk, attempt=pod.attempt, cause=cause, retry_in_s=delay,
+                                   new_cause=waiting is None or waiting[1] != cause):
+            with self._lock:  # the pod moved on (stopped, superseded): nothing to retry
+                self._image_waits.pop((pod.pk, pod.attempt), None)
 
     def _forget_place(self, key: tuple[int, int]) -> None:
         """Not started by this call; a start of the same attempt that did run keeps its place."""
@@ -78,6 +110,8 @@ class PodAgent:
             self.start(job, pod, world_size=len(pods), master_addr=master)
 
     def terminate(self, pod_id: int, attempt: int, *, grace_s: float, outcome: str) -> None:
+        with self._lock:
+            self._image_waits.pop((pod_id, attempt), None)
         result = self.supervisor.terminate(pod_id, attempt, grace_s, outcome)
         if result == TerminateResult.NOT_STARTED:
             # Never started here (its start is still queued, or went to a dead worker): it is

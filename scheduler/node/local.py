@@ -13,6 +13,8 @@ from scheduler.executors import PodRef
 from scheduler.models import Job, Node, Pod
 from scheduler.node.agent import PodAgent
 from scheduler.node.reconcile import ReconcileLoop
+from scheduler.node.runtimes import runtime_label
+from scheduler.publish import publish_cluster_change_on_commit
 from scheduler.services.leases import EMBEDDED_CONSOLE, lease_held
 
 
@@ -30,7 +32,11 @@ class LocalExecutor:
     def _demo_nodes(self) -> list[str]:
         if self.lease_owner is None or not lease_held(role=EMBEDDED_CONSOLE, owner=self.lease_owner):
             return []
-        return list(Node.objects.filter(inventory_source=Node.InventorySource.DEMO).values_list("name", flat=True))
+        demo = Node.objects.filter(inventory_source=Node.InventorySource.DEMO)
+        label = runtime_label(self.agent.supervisor)
+        if demo.exclude(pod_runtime=label).update(pod_runtime=label):  # its pods run here: the Nodes page says how
+            publish_cluster_change_on_commit()
+        return list(demo.values_list("name", flat=True))
 
     def launch(self, launches: list[tuple[Job, list[Pod]]]) -> None:
         for job, pods in launches:

@@ -30,7 +30,7 @@ def container_config():
         default_image=settings.TIDEPOOL_POD_IMAGE or default_image(),
         podman=settings.TIDEPOOL_PODMAN,
         oci_runtime=settings.TIDEPOOL_POD_OCI_RUNTIME,
-        pull=settings.TIDEPOOL_POD_PULL,
+        pull="never",  # the agent's ImagePuller has the image here before `podman run` (image_puller)
         uid=uid,
         gid=uid,
         pids_limit=settings.TIDEPOOL_POD_PIDS_LIMIT,
@@ -41,6 +41,28 @@ def container_config():
             blocked_networks=tuple(settings.TIDEPOOL_POD_BLOCKED_NETWORKS),
         ),
     )
+
+
+def runtime_label(supervisor: PodSupervisor) -> str:
+    """How `supervisor` runs pods, for the Nodes page: podman, host (cgroups) or host."""
+    from scheduler.node.runtime.container import ContainerSupervisor
+    from scheduler.node.runtime.host_cgroups import CgroupSupervisor
+
+    if isinstance(supervisor, ContainerSupervisor):
+        return PODMAN
+    return f"{HOST} (cgroups)" if isinstance(supervisor, CgroupSupervisor) else HOST
+
+
+def image_puller():
+    """How container pods get their image (TIDEPOOL_POD_PULL, _REGISTRY, _REGISTRY_AUTH_FILE); None
+    for host pods, which have none."""
+    if settings.TIDEPOOL_POD_RUNTIME != PODMAN:
+        return None
+    from scheduler.node.runtime.pulls import ImagePuller
+
+    config = container_config()
+    return ImagePuller(config.podman_command(), default_image=config.default_image, policy=settings.TIDEPOOL_POD_PULL,
+                       registry=settings.TIDEPOOL_POD_REGISTRY, authfile=settings.TIDEPOOL_POD_REGISTRY_AUTH_FILE)
 
 
 def pod_supervisor(on_exit: ExitCallback | None = None) -> PodSupervisor:

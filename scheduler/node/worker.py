@@ -36,6 +36,7 @@ from scheduler.node.runtime.gpus import (
     host_memory_gib,
     sample_gpus,
 )
+from scheduler.node.runtimes import runtime_label
 from scheduler.node.specs import master_address
 from scheduler.services.gpu_samples import gpu_samples_record
 from scheduler.services.leases import LeaseKeeper, lease_acquire, node_role, this_owner
@@ -125,6 +126,8 @@ class NodeWorker:
             gpu_memory_mib=inventory.gpu_memory_mib,
             driver_version=inventory.driver_version or "",
             heartbeat=True,
+            pod_runtime=runtime_label(self.agent.supervisor),
+            pod_image=self.agent.images.default_image if self.agent.images is not None else "",
         )
         log.info("node %s registered: %s × %s (%s)", self.node_name, inventory.gpus, inventory.gpu_type,
                  inventory.source)

@@ -53,8 +53,11 @@ def node_register(
     gpu_memory_mib: int | None = None,
     driver_version: str = "",
     heartbeat: bool = False,
+    pod_runtime: str | None = None,
+    pod_image: str | None = None,
 ) -> Node:
-    """Create or update a node's inventory. A re-registering lost node comes back (not cordoned)."""
+    """Create or update a node's inventory. A re-registering lost node comes back (not cordoned).
+    `pod_runtime`, `pod_image`: how its worker runs pods (None: unchanged)."""
     node = Node.objects.select_for_update().filter(name=name).first() or Node(name=name)
     node.gpu_type = gpu_type
     node.gpu_count = int(gpu_count)
@@ -65,6 +68,10 @@ def node_register(
     node.inventory_source = inventory_source
     node.gpu_memory_mib = gpu_memory_mib
     node.driver_version = driver_version
+    if pod_runtime is not None:
+        node.pod_runtime = pod_runtime[:32]
+    if pod_image is not None:
+        node.pod_image = pod_image[:255]
     _check_node(node)
     if heartbeat:
         node.last_heartbeat = timezone.now()
