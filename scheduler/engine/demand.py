@@ -37,7 +37,7 @@ class Demand:
     cpu_m: int
     memory_mib: int
     # All pods of one size: (GPUs, CPU, memory). Such a gang fits iff the nodes hold that many pods
-    # in all, which makes "failed before, fails again on less capacity" exact (see cycle._Attempts).
+    # in all, which makes "failed before, fails again on less capacity" exact (see `memo`).
     shape: tuple[int, int, int] | None
     _requests: dict[str | None, dict[str, int]] = field(default_factory=dict)
 

@@ -186,7 +186,7 @@ class QuotaTree:
         for qnode in self._nodes[name].chain:
             add_into(qnode.room, request, sign=-1)
 
-    # --- starvation_hold (engine/starvation.py): `holders` (job -> (quota, request)) is set per cycle --
+    # --- starvation_hold (engine/policies/starvation.py): `holders` (job -> (quota, request)), per cycle
 
     def hold_for(self, job: str) -> None:
         """A holder tried by the in-quota pass and still pending takes what is left of its request's
