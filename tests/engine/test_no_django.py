@@ -1,4 +1,5 @@
-"""scheduler/engine stays pure Python: the simulator and the scenario files run it without Django."""
+"""scheduler/engine stays pure Python: the simulator and the scenario files run it without Django; so do
+the tools around it (scheduler/engine_tools: scenario files, the benchmark's snapshots)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 ENGINE = Path(__file__).resolve().parents[2] / "scheduler" / "engine"
+TOOLS = ENGINE.parent / "engine_tools"
 
 
 def _django_imports(path: Path) -> list[str]:
@@ -21,7 +23,7 @@ def _django_imports(path: Path) -> list[str]:
 
 
 def test_no_engine_module_imports_django():
-    files = sorted(ENGINE.rglob("*.py"))
+    files = sorted(ENGINE.rglob("*.py")) + sorted(TOOLS.rglob("*.py"))
     assert len(files) >= 8, f"engine modules not found under {ENGINE}"
     offenders = [hit for path in files for hit in _django_imports(path)]
     assert offenders == [], f"Django imported in the engine: {offenders}"
@@ -33,9 +35,15 @@ def test_the_scan_would_catch_one(tmp_path):
     assert _django_imports(bad) == ["bad.py:2", "bad.py:3"]
 
 
-def test_importing_the_engine_loads_no_django():
-    names = [".".join(p.relative_to(ENGINE).with_suffix("").parts) for p in sorted(ENGINE.rglob("*.py"))]
-    modules = ", ".join(f"scheduler.engine.{name.removesuffix('.__init__')}" for name in names if name != "__init__")
+def _modules(package: Path) -> list[str]:
+    """Every module of the package, subpackages included, as dotted names."""
+    names = [".".join(p.relative_to(package).with_suffix("").parts) for p in sorted(package.rglob("*.py"))]
+    return [f"scheduler.{package.name}.{name.removesuffix('.__init__')}" for name in names if name != "__init__"]
+
+
+def test_importing_the_engine_and_its_tools_loads_no_django():
+    modules = ", ".join(_modules(ENGINE) + _modules(TOOLS))
+    assert "scheduler.engine.victims.index" in modules and "scheduler.engine_tools.scenario" in modules
     code = f"import sys, {modules}\nprint('django' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], cwd=ENGINE.parents[1], capture_output=True, text=True,
                             check=True)
