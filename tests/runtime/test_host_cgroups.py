@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runtime.conftest import _finish, cgroup_harness, pid_alive, wait_until
+from tests.runtime.conftest import _finish, cgroup_harness, pid_alive
 
 
 @pytest.fixture
@@ -114,15 +114,17 @@ def test_a_fork_bomb_stops_at_the_pids_limit(host_pods, tmp_path: Path) -> None:
     assert host_pods.wait_exit(spec).outcome == "stopped"
 
 
-def test_the_pods_cgroups_are_removed_with_it(host_pods) -> None:
-    spec = host_pods.spec("sleep 300")
+@pytest.mark.parametrize("round_number", range(5))
+def test_the_pods_cgroups_are_gone_when_its_exit_is_reported(host_pods, round_number: int) -> None:
+    """Its orphans (reaped by init, a moment after they die) must not keep a cgroup behind."""
+    spec = host_pods.spec("setsid sleep 300 & sleep 300", pod_id=round_number + 1)
     host_pods.start(spec)
     group = host_pods.supervisor._cgroups[(spec.pod_id, spec.attempt)]
     memory = Path(group.dirs["memory"])
     assert int((memory / "memory.limit_in_bytes").read_text()) == 4 << 30  # a role asking none: the default
-    host_pods.supervisor.terminate(spec.pod_id, spec.attempt, grace_s=1, outcome="stopped")
+    host_pods.supervisor.terminate(spec.pod_id, spec.attempt, grace_s=0.2, outcome="stopped")
     host_pods.wait_exit(spec)
-    wait_until(lambda: not any(Path(path).exists() for path in group.dirs.values()), what="the cgroups removed")
+    assert [path for path in group.dirs.values() if Path(path).exists()] == []
 
 
 def test_without_writable_cgroups_the_node_says_what_host_pods_give_up(monkeypatch, caplog) -> None:

@@ -168,12 +168,23 @@ class PodCgroups:
             return False
         return False
 
-    def remove(self) -> None:
-        for path in self.dirs.values():
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass  # not empty yet (a process stuck in I/O) or already gone
+    def remove(self, wait_s: float = 2.0) -> None:
+        """Remove the pod's cgroups. An exited process stays in its cgroup until it is reaped, and the
+        pod's orphans are reaped by init a moment after they die: so try again for up to `wait_s`."""
+        deadline = time.monotonic() + wait_s
+        left = list(self.dirs.values())
+        while left:
+            for path in list(left):
+                try:
+                    os.rmdir(path)
+                except FileNotFoundError:
+                    pass
+                except OSError:  # busy: zombies not reaped yet (or a process stuck in I/O)
+                    continue
+                left.remove(path)
+            if not left or time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
 
 
 def _alive(pid: int) -> bool:
