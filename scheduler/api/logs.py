@@ -20,6 +20,8 @@ __all__ = ["LogUnavailable", "LogWindow", "follow_window", "tail_window"]
 TAIL_WINDOW_BYTES = 256 * 1024  # enough for 200 long lines; a tail never reads more than this
 FOLLOW_MAX_BYTES = 256 * 1024  # per request; a client far behind catches up over a few requests
 MAX_LINES = 5000
+MAX_LINE_CHARS = 16 * 1024  # a longer line in a tail shows its last part
+CUT_MARKER = "[tidepool: long line cut, its start is not shown] "
 
 
 @dataclass(frozen=True)
@@ -30,18 +32,22 @@ class LogWindow:
 
 
 def tail_window(pod: Pod, lines: int) -> LogWindow:
-    """The last `lines` lines (each as a terminal would show a line with carriage returns)."""
+    """The last `lines` lines (each as a terminal would show a line with carriage returns).
+
+    A line longer than MAX_LINE_CHARS — or one that began before the window, such as a 100 MB line
+    without a newline — shows its last MAX_LINE_CHARS characters after CUT_MARKER, rather than nothing.
+    """
     lines = max(1, min(lines, MAX_LINES))
     chunk = read_pod_log(pod, -TAIL_WINDOW_BYTES, TAIL_WINDOW_BYTES)
     if not chunk.exists:
         return LogWindow(text="", offset=0, reset=True)
     parts = chunk.text.split("\n")
-    if chunk.start > 0 and parts:
-        parts = parts[1:]  # the window began inside a line
     trailing_newline = bool(parts) and parts[-1] == ""
     if trailing_newline:
         parts.pop()
-    shown = [_as_displayed(line) for line in parts[-lines:]]
+    # The window's first piece began before it: shown, marked as cut, only when the lines wanted reach it.
+    first_is_cut = chunk.start > 0 and len(parts) <= lines
+    shown = [_as_displayed(line, cut=first_is_cut and index == 0) for index, line in enumerate(parts[-lines:])]
     body = "\n".join(shown) + ("\n" if trailing_newline and shown else "")
     return LogWindow(text=body, offset=chunk.offset, reset=True)
 
@@ -55,6 +61,11 @@ def follow_window(pod: Pod, offset: int) -> LogWindow:
     return LogWindow(text=chunk.text, offset=chunk.offset, reset=chunk.start < offset)
 
 
-def _as_displayed(line: str) -> str:
+def _as_displayed(line: str, *, cut: bool = False) -> str:
+    """The line as a terminal shows it (after its last carriage return), its last MAX_LINE_CHARS characters
+    after CUT_MARKER when it is longer or `cut` (its start lies before what was read)."""
     line = line.rstrip("\r")
-    return line[line.rfind("\r") + 1 :]
+    line = line[line.rfind("\r") + 1 :]
+    if cut or len(line) > MAX_LINE_CHARS:
+        return CUT_MARKER + line[-MAX_LINE_CHARS:]
+    return line
