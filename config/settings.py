@@ -36,6 +36,7 @@
 | TIDEPOOL_WEB_CONCURRENCY | 1 | HTTP requests inside Django at once per ASGI process (config/asgi.py); others wait their turn (0: no limit). The WSGI workers behind nginx (config/serving_http.py) run one each by design. |
 | STATIC_ROOT | <project>/staticfiles | Where `collectstatic` puts files (served by WhiteNoise in config/asgi.py when DEBUG=0). |
 | TIDEPOOL_MAX_BODY_BYTES | 1048576 | Largest request body (DATA_UPLOAD_MAX_MEMORY_SIZE); larger ones get 413/400 unread. |
+| TIDEPOOL_IDEMPOTENCY_KEEP_HOURS | 24 | Hours a submission's `Idempotency-Key` is kept for replay (docs/api.md); the scheduler's housekeeping deletes older keys, after which the key submits anew. |
 | TIDEPOOL_PASSWORD_ITERATIONS | 1000000 | PBKDF2 iterations of password hashes (Django's default); each login pays them. |
 | TIDEPOOL_REDIS_SOCKET_TIMEOUT | 5 | Channel layer's Redis read/write timeout (channels-redis's pub/sub layer reads 0.1 s at a time, so an idle socket never meets it). |
 | TIDEPOOL_REDIS_RETRIES | 3 | Times a channel-layer command reconnects and retries after its Redis connection broke (a restart), 0.05-0.5 s apart; then it fails and a websocket handshake is refused. |
@@ -336,6 +337,9 @@ TIDEPOOL_HEARTBEAT_SECONDS = float(os.environ.get("TIDEPOOL_HEARTBEAT_SECONDS", 
 TIDEPOOL_RESTART_BACKOFF_BASE = float(os.environ.get("TIDEPOOL_RESTART_BACKOFF_BASE", "5"))
 TIDEPOOL_RESTART_BACKOFF_CAP = float(os.environ.get("TIDEPOOL_RESTART_BACKOFF_CAP", "300"))
 TIDEPOOL_HANG_TIMEOUT = float(os.environ.get("TIDEPOOL_HANG_TIMEOUT", "0"))
+TIDEPOOL_IDEMPOTENCY_KEEP_HOURS = float(os.environ.get("TIDEPOOL_IDEMPOTENCY_KEEP_HOURS", "24"))
+if not TIDEPOOL_IDEMPOTENCY_KEEP_HOURS > 0:  # 0 would purge a key before its client's retry
+    raise ImproperlyConfigured(f"TIDEPOOL_IDEMPOTENCY_KEEP_HOURS={TIDEPOOL_IDEMPOTENCY_KEEP_HOURS}: hours above 0.")
 TIDEPOOL_METRICS_TOKEN = os.environ.get("TIDEPOOL_METRICS_TOKEN", "")
 TIDEPOOL_METRICS_ALLOW = env_list("TIDEPOOL_METRICS_ALLOW", "127.0.0.1/32,::1/128")
 # HTTP requests inside Django at once per web process (config/asgi.py); below the pool size.

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import transaction
 
 from scheduler.models import Job, Node
+from scheduler.services.idempotency import idempotency_keys_purge
 from scheduler.services.lifecycle import job_fail_attempt, job_terminate, node_mark_lost, restarts_due
 from scheduler.states import JobStatus, PodOutcome
 
@@ -38,3 +39,4 @@ def housekeeping(now: datetime) -> None:
                     job_fail_attempt(
                         job=job, reason=f"no progress reported for {settings.TIDEPOOL_HANG_TIMEOUT:.0f} s: hung"
                     )
+    idempotency_keys_purge(now=now)  # keys older than TIDEPOOL_IDEMPOTENCY_KEEP_HOURS
