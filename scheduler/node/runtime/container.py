@@ -48,6 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from scheduler.node.runtime.host_cgroups import limit_text
 from scheduler.node.runtime.network import JobNetworks, NetworkConfig, NetworkError, install_pod_firewall
 from scheduler.node.runtime.process import (
     _SHELL_PREAMBLE,
@@ -66,15 +67,8 @@ from scheduler.node.runtime.sandbox import (
     resolve_pod_user,
 )
 
-__all__ = [
-    "ContainerConfig",
-    "ContainerSupervisor",
-    "container_environment",
-    "container_name",
-    "gpu_device_args",
-    "podman_available",
-    "podman_run_args",
-]
+__all__ = ["ContainerConfig", "ContainerSupervisor", "container_environment", "container_name", "gpu_device_args",
+           "podman_available", "podman_run_args"]
 
 log = logging.getLogger(__name__)
 
@@ -460,7 +454,7 @@ class ContainerSupervisor(PodSupervisor):
             proc.killed = proc.requested_outcome is not None
         reason = ""
         if oom and (proc.requested_outcome is None) and exit_code != 0:
-            reason = f"out of memory (limit {_gib_text(proc.memory_bytes)} GiB)"
+            reason = f"out of memory (limit {limit_text(proc.memory_bytes)} GiB)"
         with self._lock:
             proc.reaped = True
         self._report(proc, exit_code, reason)
@@ -499,7 +493,3 @@ class ContainerSupervisor(PodSupervisor):
                 except OSError:
                     pass  # still in use (a conmon exiting): left for the next cleanup
 
-
-def _gib_text(size_bytes: int) -> str:
-    gib = size_bytes / _GIB
-    return f"{gib:.0f}" if abs(gib - round(gib)) < 1e-9 else f"{gib:.2f}".rstrip("0").rstrip(".")
