@@ -1,5 +1,6 @@
 """/api/: the first REST API's paths, each answering 410 Gone naming its /api/v1/ replacement
-(scheduler.api.gone). /api/v1/ is routed before this (config/urls.py); its unknown paths stay 404."""
+(scheduler.api.gone). /api/v1/ is routed before this (config/urls.py); its unknown paths answer a JSON
+404 (scheduler.api.v1.unknown)."""
 
 from django.urls import re_path
 

@@ -4,6 +4,7 @@ are checked by scheduler.validation's rules (a 400 naming the parameter)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -59,7 +60,7 @@ def int_param(request: Request, field: str) -> int | None:
         return None
     number = parse_id(value)
     if number is None:
-        raise ValidationError({field: f"{field} must be a whole number, got {value[:40]!r}."})
+        raise ValidationError({field: [f"{field} must be a whole number in ASCII digits (0-9), got {value[:40]!r}."]})
     return number
 
 
@@ -69,3 +70,26 @@ def text_param(request: Request, field: str) -> str:
         return query_text(request.query_params.get(field, ""), field)
     except DjangoValidationError as error:
         raise service_error(error) from None
+
+
+FLAG_VALUES = {"1": True, "0": False}
+
+
+def flag_param(request: Request, field: str) -> bool:
+    """An on/off query parameter (`mine=1`, `follow=1`): absent or empty is off; anything but 1 or 0 (the
+    schema's enum) is a 400 naming it, since `mine=AAA` would otherwise quietly mean off."""
+    value = request.query_params.get(field, "")
+    if value == "":
+        return False
+    if value not in FLAG_VALUES:
+        raise ValidationError({field: [f"{field} is 1 (on) or 0 (off), got {value[:40]!r}."]})
+    return FLAG_VALUES[value]
+
+
+def choice_param(request: Request, field: str, choices: Iterable[str]) -> str:
+    """A query parameter that is one of `choices`, or empty; anything else is a 400 naming it and them."""
+    value = text_param(request, field)
+    allowed = list(choices)
+    if value and value not in allowed:
+        raise ValidationError({field: [f"{field} is one of {', '.join(allowed)}; got {value[:40]!r}."]})
+    return value

@@ -23,9 +23,11 @@ from rest_framework.renderers import JSONRenderer
 from scheduler.api.v1.auth import bearer_secret
 from scheduler.api.v1.serializers import JobSerializer
 from scheduler.publish import jobs_group
-from scheduler.selectors import job_list, user_workspaces, with_row_data
+from scheduler.selectors import STATUS_GROUPS, job_list, user_workspaces, with_row_data
 from scheduler.selectors.jobs import JobFilters
 from scheduler.services.tokens import TokenRejected, token_authenticate
+from scheduler.states import JOB_STATUS_VALUES
+from scheduler.validation import parse_id
 
 KEEPALIVE_SECONDS = 15.0
 
@@ -72,10 +74,13 @@ async def watch(request: HttpRequest) -> HttpResponse:
         response["WWW-Authenticate"] = 'Bearer realm="tidepool"'
         return response
     raw_job = request.GET.get("job", "")
-    if raw_job and not raw_job.isdigit():
-        return JsonResponse({"job": [f"A job id, got {raw_job!r}."]}, status=400)
-    job_id = int(raw_job) if raw_job else None
+    job_id = parse_id(raw_job) if raw_job else None  # ASCII digits: "²".isdigit() is true and int("²") raises
+    if raw_job and job_id is None:
+        return JsonResponse({"job": [f"job is a job id (ASCII digits), got {raw_job[:40]!r}."]}, status=400)
     status = request.GET.get("status", "" if job_id else "active")  # the snapshot's filter (job_list's rules)
+    if status and status not in STATUS_GROUPS and status not in JOB_STATUS_VALUES:
+        return JsonResponse({"status": [f"Unknown status {status[:40]!r}: one of {', '.join(JOB_STATUS_VALUES)}, "
+                                        f"or a group: {', '.join(STATUS_GROUPS)}."]}, status=400)
     response = StreamingHttpResponse(_stream(user, job_id, status), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"

@@ -1,7 +1,7 @@
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from scheduler.api.v1 import cluster, stream, views
+from scheduler.api.v1 import cluster, stream, unknown, views
 
 app_name = "api-v1"
 
@@ -27,4 +27,7 @@ urlpatterns = [
                                                  permission_classes=[]), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api-v1:schema", authentication_classes=[],
                                                 permission_classes=[]), name="redoc"),
+    # Last: any other path ending in "/" (or /api/v1/ itself) is a JSON 404. Paths without the slash are
+    # left unmatched, so Django's APPEND_SLASH still redirects `jobs` to `jobs/` (and the rest here).
+    re_path(r"^(?P<path>(?:.*/)?)$", unknown.unknown_path, name="unknown"),
 ]

@@ -25,8 +25,8 @@ from scheduler.api.logs import LogUnavailable, follow_window, tail_window
 from scheduler.api.v1 import serializers as s
 from scheduler.api.v1.auth import AUTHENTICATION
 from scheduler.api.v1.follow import follow_log
-from scheduler.api.v1.inputs import int_param, service_error, text_param, validated
-from scheduler.models import Job, Pod
+from scheduler.api.v1.inputs import choice_param, flag_param, int_param, service_error, text_param, validated
+from scheduler.models import IdleMode, Job, Pod
 from scheduler.selectors import (
     DEFAULT_JOB_SORT,
     JOB_SORTS,
@@ -86,10 +86,11 @@ LIST_PARAMETERS = [
     OpenApiParameter("mine", str, enum=["1", "0"], description="`1`: only jobs the caller submitted."),
     OpenApiParameter("q", str, description="Part of the job name."),
     OpenApiParameter("sort", str, enum=list(JOB_SORTS), description="Order (default `-submitted`)."),
-    OpenApiParameter("page", int, description="Page number (50 jobs per page)."),
+    OpenApiParameter("page", {"type": "integer", "minimum": 1}, description="Page number (50 jobs per page)."),
 ]
 IDEMPOTENCY = OpenApiParameter(
-    "Idempotency-Key", str, OpenApiParameter.HEADER,
+    "Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH, "pattern": r"\S"},
+    OpenApiParameter.HEADER,
     description="Optional, up to 255 characters. The same key with the same body answers the first "
     "submission's response again (header `Idempotent-Replayed: true`) and creates nothing; with another "
     "body: 409. Keys are per user.",
@@ -102,22 +103,26 @@ class JobListView(V1, GenericAPIView):
     serializer_class = s.JobSerializer
 
     @extend_schema(operation_id="jobs_list", parameters=LIST_PARAMETERS, responses={200: s.JobSerializer(many=True),
-                   **_errors(400, 401)}, summary="Visible jobs, filtered, sorted and paginated")
+                   **_errors(400, 401), 404: OpenApiResponse(s.ErrorSerializer, description="A page past the last.")},
+                   summary="Visible jobs, filtered, sorted and paginated")
     def get(self, request: Request) -> Response:
         status_value = text_param(request, "status")
         filters = JobFilters(
             status=status_value,
             quota_id=_allowed_id(text_param(request, "quota"), user_quotas(user=request.user)),
             workspace_id=_allowed_id(text_param(request, "workspace"), user_workspaces(user=request.user)),
-            idle_mode=text_param(request, "idle_mode"),
-            mine=request.query_params.get("mine") in {"1", "true", "yes"},
+            idle_mode=choice_param(request, "idle_mode", IdleMode.values),
+            mine=flag_param(request, "mine"),
             name=text_param(request, "q"),
         )
         if status_value and status_value not in STATUS_GROUPS and status_value not in JOB_STATUS_VALUES:
-            raise ValidationError({"status": f"Unknown status {status_value!r}."})
+            raise ValidationError({"status": [f"Unknown status {status_value[:40]!r}: one of "
+                                              f"{', '.join(JOB_STATUS_VALUES)}, or a group: {', '.join(STATUS_GROUPS)}."]})
         sort = text_param(request, "sort") or DEFAULT_JOB_SORT
         if sort not in JOB_SORTS:
-            raise ValidationError({"sort": f"Sort by one of {', '.join(JOB_SORTS)}."})
+            raise ValidationError({"sort": [f"Sort by one of {', '.join(JOB_SORTS)}."]})
+        if int_param(request, "page") == 0:  # DRF would answer 404 "Invalid page." for a malformed page
+            raise ValidationError({"page": ["Pages are numbered from 1."]})
         jobs = with_row_data(job_list(user=request.user, filters=filters, sort=sort))
         page = self.paginate_queryset(jobs)
         return self.get_paginated_response(s.JobSerializer(page, many=True).data)
@@ -132,7 +137,7 @@ class JobListView(V1, GenericAPIView):
         if key is None:
             return self.submit(request)
         if not key.strip() or len(key) > MAX_KEY_LENGTH:
-            raise ValidationError({"Idempotency-Key": f"1 to {MAX_KEY_LENGTH} characters (got {len(key)})."})
+            raise ValidationError({"Idempotency-Key": [f"1 to {MAX_KEY_LENGTH} characters (got {len(key)})."]})
 
         def write() -> tuple[int, Any, int | None]:
             response = self.submit(request)
@@ -177,7 +182,7 @@ def _submittable(queryset: Any, value: str, field: str) -> Any:
     key = {"pk": number} if number is not None else {"name": value}
     found = queryset.filter(**key).first()
     if found is None:
-        raise ValidationError({field: f"No {field} {value!r} that you can submit to."})
+        raise ValidationError({field: [f"No {field} {value!r} that you can submit to."]})
     return found
 
 
@@ -277,8 +282,8 @@ class JobLogView(V1, APIView):
         lines = int_param(request, "lines") or 200
         pod = pods.filter(pk=pod_id).first() if pod_id is not None else pods.order_by("-attempt", "rank").first()
         if pod_id is not None and pod is None:
-            raise ValidationError({"pod": f"Job {job.name} has no pod {pod_id}."})
-        if request.query_params.get("follow") in ("1", "true", "yes"):
+            raise ValidationError({"pod": [f"Job {job.name} has no pod {pod_id}."]})
+        if flag_param(request, "follow"):
             response = StreamingHttpResponse(follow_log(pod, offset=offset, lines=lines), content_type="text/plain")
             response["Cache-Control"] = "no-cache"
             response["X-Accel-Buffering"] = "no"
