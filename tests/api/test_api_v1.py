@@ -153,7 +153,7 @@ def test_submit_retrieve_events_pods(world: World, alice: Client) -> None:
         ({"name": "Not A Name"}, "name"),
         ({"quota": "team-language"}, "quota"),
         ({"idle_mode": "sometimes"}, "idle_mode"),
-        ({"roles": [{"name": "worker", "pod_count": 1, "gpus": 16}]}, "roles"),
+        ({"roles": [{"name": "worker", "pod_count": 1, "gpus": 16}]}, "roles[0].gpus"),  # a pod over every node
         ({"command": ""}, "command"),
     ],
 )
