@@ -41,7 +41,7 @@ class TokenListView(LoginRequiredMixin, View):
 
     def post(self, request: HttpRequest) -> HttpResponse:
         days = request.POST.get("expires_days", "")
-        if days and not days.isdigit():
+        if days and not (days.isascii() and days.isdigit()):  # "²".isdigit() is true, and int("²") raises
             return self._render(request, errors={"expires_at": ["Pick an expiry from the list."]})
         expires_at = timezone.now() + timedelta(days=int(days)) if days else None
         try:

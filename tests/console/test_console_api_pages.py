@@ -86,3 +86,9 @@ def test_gpu_chart_only_with_nvml_samples(world: World, alice_client: Client) ->
                                                       "memory_total_mib": 81920}])
     page = alice_client.get(f"/jobs/{job.pk}/").content.decode()
     assert 'id="gpu-figure"' in page and "util %" in page
+
+
+@pytest.mark.parametrize("days", ["²", "١", "x"])
+def test_an_expiry_that_is_no_ascii_number_is_refused_not_a_500(alice_client, days) -> None:
+    page = alice_client.post("/tokens/", {"name": "laptop", "expires_days": days})
+    assert page.status_code == 400 and b"Pick an expiry from the list." in page.content
