@@ -8,7 +8,7 @@ one explicit `CycleState`. Each rule lives in a module named after it; each §2b
    (`victims`), else pending;
 3. the idle pass (`idle`): place Not in Quota on free unreserved capacity within `max`;
 4. promotion (`promotion`);
-5. growth (§2c, `policies.grow`: no policy yet);
+5. growth (§2c, `policies.grow`: `policies.elastic`);
 6. the pending jobs and their reasons (`pending`);
 7. the plan (§2d start estimates, `policies.plan`: no policy yet).
 """

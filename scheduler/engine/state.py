@@ -29,11 +29,20 @@ from .quota import QuotaTree
 from .reasons import NeverFits, Reason, Refused, Unplaceable
 from .resources import vector
 from .types import IDLE_ACCEPTABLE, RUNNING, TERMINATING, Decisions, Job, Snapshot
-from .victims.candidates import Victim, VictimQueue
+from .victims.candidates import Victim, VictimQueue, extra_units
 from .victims.index import VictimIndex
 
 if TYPE_CHECKING:
     from .policies.base import PolicySet
+
+
+def _add_held(held: dict[tuple[str, bool], dict[str, int]], key: tuple[str, bool], request: dict[str, int]) -> None:
+    total = held.get(key)
+    if total is None:
+        held[key] = dict(request)
+    else:
+        for resource, amount in request.items():
+            total[resource] = total.get(resource, 0) + amount
 
 
 def queue_order(job: Job) -> tuple[int, float, str]:
@@ -60,7 +69,9 @@ class CycleState:
         self.keep_off: dict[str, frozenset[NodeState]] = {}
         self.allowed: AllowedNodes = {}
         self.victim_index: VictimIndex | None = None
-        self.victims = VictimQueue(self._load(snapshot))
+        self.has_elastic = False  # some running job is elastic with extra pods (§2c units)
+        victims = self._load(snapshot)
+        self.victims = VictimQueue(victims, has_units=self.has_elastic)
         self.queue.sort(key=lambda d: queue_order(d.job))
 
     def _load(self, snapshot: Snapshot) -> list[Victim]:
@@ -69,9 +80,9 @@ class CycleState:
         held: dict[tuple[str, bool], dict[str, int]] = {}  # (quota, in quota) -> what its running jobs hold
         for job in snapshot.jobs:
             if job.phase == RUNNING:
-                victim = self._hold_running(job, held)
-                if victim is not None:
-                    victims.append(victim)
+                units = self._hold_running(job, held)
+                if units:
+                    victims.extend(units)
             elif job.phase == TERMINATING:
                 for pod, node in zip(job.pods, job.nodes, strict=False):
                     self.capacity.hold_releasing(node, pod.gpus, pod.cpu_m, pod.memory_mib, job.name)
@@ -82,9 +93,10 @@ class CycleState:
         self.capacity.open()
         return victims
 
-    def _hold_running(self, job: Job, held: dict[tuple[str, bool], dict[str, int]]) -> Victim | None:
+    def _hold_running(self, job: Job, held: dict[tuple[str, bool], dict[str, int]]) -> list[Victim] | None:
         """Charge a running job to its nodes, and add it to what its quota's running jobs hold (`held`);
-        a Not in Quota one is a reclaim candidate unless a policy protects it."""
+        returns its reclaim units, unless a policy protects it: a Not in Quota job whole, and each extra
+        pod of an elastic job (§2c, In Quota or not)."""
         pods_at = []
         model = None
         hold = self.capacity.hold
@@ -97,12 +109,14 @@ class CycleState:
         if model is None:
             named = named_models(job.pods)
             model = named[0] if named else None
-        if len(job.pods) == 1:
-            pod = job.pods[0]
+        elastic = job.elastic
+        base_pods = job.pods if elastic is None else job.pods[:job.base_count]
+        if len(base_pods) == 1:
+            pod = base_pods[0]
             request = vector(pod.gpus, model, pod.cpu_m, pod.memory_mib)
         else:
-            request = vector(sum(p.gpus for p in job.pods), model, sum(p.cpu_m for p in job.pods),
-                             sum(p.memory_mib for p in job.pods))
+            request = vector(sum(p.gpus for p in base_pods), model, sum(p.cpu_m for p in base_pods),
+                             sum(p.memory_mib for p in base_pods))
         pool = self.quotas.pool(job.quota)
         if pool is None:
             return None
@@ -112,21 +126,42 @@ class CycleState:
         else:
             for key, amount in request.items():
                 total[key] = total.get(key, 0) + amount
+        extras: list[Victim] = []
+        if elastic is not None and elastic.extra:
+            self.has_elastic = True
+            base = job.base_count
+            extras = extra_units(job, pool, model, pods_at[base:])
+            for unit in extras:  # extra pods always count Not in Quota (§2c)
+                _add_held(held, (job.quota, False), unit.request)
+            pods_at = pods_at[:base]
         policies = self.policies
         if job.in_quota:
             if policies.running_in_quota is not None:
                 policies.running_in_quota(self, Victim(job=job, quota=job.quota, pool=pool, request=request,
-                                                       pods=tuple(pods_at), in_quota=True))
-            return None
-        if job.idle == IDLE_ACCEPTABLE or job.demoted:  # a demoted job comes back whatever its idle mode
-            self.promotable.append((job, request))
-        victim = Victim(job=job, quota=job.quota, pool=pool, request=request, pods=tuple(pods_at))
-        if policies.protected_until is not None:
-            until = policies.protected_until(self, victim)
-            if until is not None:
-                self.protected.append((victim, until))
+                                                       pods=tuple(pods_at), in_quota=True, extras=tuple(extras),
+                                                       key=job.name))
+            whole = None
+        else:
+            if job.idle == IDLE_ACCEPTABLE or job.demoted:  # a demoted job comes back whatever its idle mode
+                self.promotable.append((job, request))  # the base only: extra pods are never promoted
+            whole = Victim(job=job, quota=job.quota, pool=pool, request=request, pods=tuple(pods_at),
+                           extras=tuple(extras), key=job.name)
+        if not extras:  # a plain job (the common case)
+            if whole is None:
                 return None
-        return victim
+            if policies.protected_until is not None:
+                until = policies.protected_until(self, whole)
+                if until is not None:
+                    self.protected.append((whole, until))
+                    return None
+            return [whole]
+        units = ([whole] if whole is not None else []) + extras
+        if policies.protected_until is not None:
+            until = policies.protected_until(self, units[0])  # every unit of a job began its run together
+            if until is not None:
+                self.protected.extend((unit, until) for unit in units)
+                return []
+        return units
 
     # --- questions every pass asks about a job ------------------------------------------------------------
 

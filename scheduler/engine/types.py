@@ -80,6 +80,24 @@ class Pod:
 
 
 @dataclass(frozen=True, slots=True)
+class Elastic:
+    """DESIGN §2c: the one elastic role of a job. Its pods `0 … min_count−1` belong to the base (with every
+    fixed role's pods); pods `min_count … count−1` are extra: always Not in Quota, never promoted."""
+
+    role: str
+    min_count: int
+    count: int  # the maximum
+    # running job: the role index of each extra pod it runs now, in the order of its `nodes` (after the base)
+    extra: tuple[int, ...] = ()
+    resized_at: float | None = None  # running job: its last resize (None: its start)
+
+    def missing(self) -> list[int]:
+        """The extra indexes not running, lowest first (growth's order)."""
+        running = set(self.extra)
+        return [i for i in range(self.min_count, self.count) if i not in running]
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
     name: str
     quota: str
@@ -95,12 +113,28 @@ class Job:
     checkpointed_at: float | None = None
     # running Not in Quota because preempt_within demoted it: promoted back whatever its idle mode
     demoted: bool = False
+    # §2c: None for a plain job. `pods` holds the base (a pending job's gang), then the extra pods it runs.
+    elastic: Elastic | None = None
+
+    @property
+    def base_count(self) -> int:
+        """How many of `pods` are the base (all of them for a plain job)."""
+        return len(self.pods) - len(self.elastic.extra) if self.elastic is not None else len(self.pods)
+
+    @property
+    def run_started_at(self) -> float:
+        """When the current run began: the start, or an elastic job's last resize (every worker restarts
+        then, §2c); queue time when the start is unknown."""
+        if self.elastic is not None and self.elastic.resized_at is not None:
+            return self.elastic.resized_at
+        return self.started_at if self.started_at is not None else self.submitted_at
 
     @property
     def safe_point(self) -> float:
         """DESIGN §2: the last checkpoint if reported after the start, else the start (queue time when
-        the start is unknown)."""
-        started = self.started_at if self.started_at is not None else self.submitted_at
+        the start is unknown); an elastic job's run starts at its last resize (§2c)."""
+        started = self.run_started_at if self.elastic is not None else (
+            self.started_at if self.started_at is not None else self.submitted_at)
         checkpoint = self.checkpointed_at
         return checkpoint if checkpoint is not None and checkpoint > started else started
 
@@ -118,6 +152,8 @@ class Policy:
     # Tidepool's extension (docs/scheduling.md): a Not in Quota job whose run began after its wait passed
     # starvation_s is no reclaim candidate before that run has lasted this long (0: only min_runtime_s).
     starved_min_runtime_s: float = 0.0
+    # §2c: an elastic job grows at most this often (a resize restarts every worker from its checkpoint)
+    grow_interval_s: float = 300.0
 
     @property
     def is_default(self) -> bool:
@@ -175,6 +211,24 @@ class Preemption:
         return "preempted_within_quota" if self.within else "reclaimed"
 
 
+@dataclass(frozen=True, slots=True)
+class Shrink:
+    """§2c: extra pods of a running elastic job taken by reclaim (it keeps running); `indexes` are role
+    indexes of its elastic role, `for_job`/`by_quota` as in `Preemption`."""
+
+    indexes: tuple[int, ...]
+    for_job: str
+    by_quota: str
+
+
+@dataclass(frozen=True, slots=True)
+class Growth:
+    """§2c: extra pods placed for a running elastic job: their role indexes and nodes, in index order."""
+
+    indexes: tuple[int, ...]
+    nodes: tuple[str, ...]
+
+
 @dataclass(slots=True)
 class Decisions:
     admitted: dict[str, Admission] = field(default_factory=dict)
@@ -186,9 +240,11 @@ class Decisions:
     # pending and nominated jobs -> why: a reason value (`.code`, and its text by `str()`), never
     # rendered by the engine itself
     reasons: dict[str, Reason] = field(default_factory=dict)
+    grown: dict[str, Growth] = field(default_factory=dict)  # §2c
+    shrunk: dict[str, Shrink] = field(default_factory=dict)  # §2c: never a job preempted this cycle
 
     def as_contract(self) -> dict:
-        """The printed form of DESIGN §4: six keys plus `reasons`, lists sorted."""
+        """The printed form of DESIGN §4: eight keys plus `reasons`, lists sorted."""
         return {
             "admitted": {
                 name: {"in_quota": a.in_quota, "nodes": list(a.nodes)}
@@ -199,5 +255,7 @@ class Decisions:
             "promoted": sorted(self.promoted),
             "demoted": sorted(self.demoted),
             "pending": sorted(self.pending),
+            "grown": {name: list(g.nodes) for name, g in sorted(self.grown.items())},
+            "shrunk": {name: sorted(s.indexes) for name, s in sorted(self.shrunk.items())},
             "reasons": {name: str(reason) for name, reason in sorted(self.reasons.items())},
         }

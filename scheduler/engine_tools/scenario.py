@@ -51,19 +51,21 @@ from scheduler.engine.types import (
     gpu_key,
 )
 
+from .scenario_elastic import compare_resizes, elastic_pods, grown_and_shrunk
 from .scenario_read import Reader, ScenarioError, kind
 
 TOP_KEYS = ("now", "policy", "nodes", "quotas", "jobs", "expect")
-POLICY_KEYS = ("idle_share", "min_runtime_s", "starvation_s", "starvation_hold", "starved_min_runtime_s")
+POLICY_KEYS = ("idle_share", "min_runtime_s", "starvation_s", "starvation_hold", "starved_min_runtime_s",
+               "grow_interval_s")
 NODE_KEYS = ("name", "gpu_type", "gpus", "cpu", "memory_gib", "resource_type", "schedulable")
 QUOTA_KEYS = ("name", "parent", "min", "max", "resource_type", "preempt_within")
 RESOURCE_KEYS = ("gpus", "cpu", "memory_gib")
 JOB_KEYS = (
     "name", "quota", "priority", "idle", "submitted_at", "pods", "state", "in_quota", "started_at", "nodes",
-    "resource_type", "checkpointed_at", "demoted",
+    "resource_type", "checkpointed_at", "demoted", "resized_at",
 )
-POD_KEYS = ("role", "count", "gpus", "gpu_type", "cpu", "memory_gib")
-EXPECT_KEYS = ("admitted", "preempted", "nominated", "promoted", "demoted", "pending", "reasons")
+POD_KEYS = ("role", "count", "min_count", "gpus", "gpu_type", "cpu", "memory_gib")
+EXPECT_KEYS = ("admitted", "preempted", "nominated", "promoted", "demoted", "pending", "reasons", "grown", "shrunk")
 EXPECT_LISTS = ("preempted", "nominated", "promoted", "demoted", "pending")
 
 
@@ -100,6 +102,8 @@ def parse(data: Any, *, source: str = "<scenario>") -> Scenario:
     nodes = _nodes(read, read.items(top.get("nodes"), "nodes"))
     quotas = _quotas(read, read.items(top.get("quotas"), "quotas"), nodes)
     jobs = _jobs(read, read.items(top.get("jobs"), "jobs"), nodes, quotas)
+    if now is None and any(job.elastic is not None for job in jobs):
+        raise read.fail("now", "the file has elastic jobs (§2c): it needs `now`, the cycle's time")
     expect = _expect(read, top["expect"], {job.name for job in jobs}) if "expect" in top else None
     snapshot = Snapshot(nodes=tuple(nodes), quotas=tuple(quotas), jobs=tuple(jobs), now=now, policy=policy)
     return Scenario(source=source, snapshot=snapshot, expect=expect)
@@ -126,7 +130,8 @@ def _policy(read: Reader, value: Any, now: float | None) -> Policy:
         raise read.fail("policy.starved_min_runtime_s",
                         "starved_min_runtime_s needs starvation_s above 0 (it protects jobs the guard let start)")
     return Policy(idle_share=idle_share, min_runtime_s=min_runtime_s, starvation_s=starvation_s,
-                  starvation_hold=starvation_hold, starved_min_runtime_s=starved)
+                  starvation_hold=starvation_hold, starved_min_runtime_s=starved,
+                  grow_interval_s=read.number(raw.get("grow_interval_s", 300), "policy.grow_interval_s"))
 
 
 def _unique(read: Reader, names: list[str], path: str, what: str) -> None:
@@ -282,6 +287,7 @@ def _job(read: Reader, i: int, item: Any, node_by_name: dict[str, Node], quota_b
             raise read.fail(f"{path}.{key}", f"a {state} job has no {key} (only {', '.join(states)} jobs)")
     idle = _idle_mode(read, raw.get("idle", IDLE_OFF), f"{path}.idle")
     pods = _pods(read, raw.get("pods"), f"{path}.pods")
+    pods, elastic = elastic_pods(read, raw, pods, path, state, idle)
     submitted_at = read.number(raw.get("submitted_at", i), f"{path}.submitted_at", low=None)
     job_nodes: tuple[str, ...] = ()
     if state != PENDING:
@@ -307,7 +313,7 @@ def _job(read: Reader, i: int, item: Any, node_by_name: dict[str, Node], quota_b
         name=name, quota=quota_name, pods=pods,
         priority=read.integer(raw.get("priority", 1), f"{path}.priority", low=1, high=9),
         idle=idle, submitted_at=submitted_at, phase=state, in_quota=in_quota, started_at=started_at,
-        nodes=job_nodes, checkpointed_at=checkpointed_at, demoted=demoted,
+        nodes=job_nodes, checkpointed_at=checkpointed_at, demoted=demoted, elastic=elastic,
     )
 
 
@@ -386,6 +392,7 @@ def _expect(read: Reader, value: Any, job_names: set[str]) -> dict[str, Any]:
             known(name, f"expect.reasons.{name}"): read.text(text, f"expect.reasons.{name}")
             for name, text in reasons.items()
         }
+    expect.update(grown_and_shrunk(read, raw, known))
     return expect
 
 
@@ -419,6 +426,7 @@ def compare(expect: Mapping[str, Any], got: Mapping[str, Any]) -> list[str]:
         have = got["reasons"].get(name)
         if have != text:
             diff.append(f"reasons.{name}: expected {text!r}, got {have!r}")
+    diff += compare_resizes(expect, got)
     return diff
 
 

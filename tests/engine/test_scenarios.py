@@ -38,7 +38,8 @@ def test_scenario_matches_its_expectations(path):
     code, out, err = _run(path)
     assert code == 0, out + err
     decisions = json.loads(out)
-    assert set(decisions) == {"admitted", "preempted", "nominated", "promoted", "demoted", "pending", "reasons"}
+    assert set(decisions) == {"admitted", "preempted", "nominated", "promoted", "demoted", "pending", "grown", "shrunk",
+                              "reasons"}
 
 
 def test_a_wrong_expectation_fails_with_a_readable_diff():

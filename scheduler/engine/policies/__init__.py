@@ -4,6 +4,7 @@
 - `fair_idle`: fair share of idle capacity (`idle_share: fair`);
 - `min_runtime`: minimum runtime (`min_runtime_s`, `starved_min_runtime_s`);
 - `within_quota`: priority preemption inside a quota (quota setting `preempt_within`);
+- `elastic`: §2c growth of running elastic jobs (on whenever one could grow; shrinks are victim units);
 - `starvation`: the starvation guard (`starvation_s`, `starvation_hold`).
 
 `policies_for(snapshot)` makes the active ones for one cycle; with every setting at its default the set
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from ..types import IDLE_SHARE_FAIR, Snapshot
 from .base import CyclePolicy, PolicySet
+from .elastic import ElasticGrowth, has_elastic
 from .fair_idle import FairIdleShare
 from .min_runtime import MinimumRuntime, is_on
 from .starvation import StarvationGuard
@@ -33,4 +35,6 @@ def policies_for(snapshot: Snapshot) -> PolicySet:
         active.append(PreemptWithin(within))
     if snapshot.now is not None and any(p.starvation_s > 0 for p in pools):
         active.append(StarvationGuard())
+    if has_elastic(snapshot):  # §2c growth
+        active.append(ElasticGrowth())
     return PolicySet(active)

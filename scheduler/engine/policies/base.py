@@ -17,7 +17,7 @@ Hooks, in the order a cycle reaches them:
 - `hold(state, demand)`: the in-quota pass left the job pending; `release_hold(state, demand)`: the idle
   pass admitted it (starvation_hold);
 - `idle_order(state, demands)`: the idle pass's order (fair idle share);
-- `grow(state)`: after promotion (§2c growth, to come);
+- `grow(state)`: after promotion (§2c growth, `elastic`);
 - `end_of_cycle(state)`: the passes are done (ends holds; lists demotions);
 - `explain(state, demand, reason)`: a pending job's final reason (starvation: "waiting too long");
 - `plan(state)`: after the decisions (§2d start estimates, to come).

@@ -64,7 +64,8 @@ class FairIdleShare(CyclePolicy):
         decided = state.decisions
         borrowed: dict[str, int] = {}  # quota -> GPUs its own jobs hold Not in Quota, victims left out
         for victim in state.victims.ordered + [v for v, _ in state.protected]:
-            if victim.job.name not in decided.preempted:
+            shrunk = decided.shrunk.get(victim.job.name)
+            if victim.job.name not in decided.preempted and (shrunk is None or victim.extra not in shrunk.indexes):
                 borrowed[victim.quota] = borrowed.get(victim.quota, 0) + gpus_of(victim.request)
 
         def min_gpus(quota: str) -> int:

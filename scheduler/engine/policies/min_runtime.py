@@ -29,7 +29,7 @@ def protected_until(job: Job, policy: Policy, now: float | None) -> float | None
     off, no `now`, or it has run at least that long — exactly that much included)."""
     if now is None:
         return None
-    started = job.started_at if job.started_at is not None else job.submitted_at
+    started = job.run_started_at  # an elastic job's run began at its last resize (§2c)
     runtime = policy.min_runtime_s
     if policy.starved_min_runtime_s > 0 and policy.starvation_s > 0 and started - job.submitted_at > policy.starvation_s:
         runtime = max(runtime, policy.starved_min_runtime_s)

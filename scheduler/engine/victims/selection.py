@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ..capacity import NodeState
 from ..demand import Demand, PodSize
 from ..placement import allowed_nodes, equal_pods_held, scan_place
-from ..types import PREEMPT_RECLAIM, PREEMPT_WITHIN, Preemption
+from ..types import PREEMPT_RECLAIM, PREEMPT_WITHIN, Preemption, Shrink
 from .candidates import Victim, VictimQueue
 from .fill_back import Fit, fill_back
 from .index import VictimIndex
@@ -126,7 +126,8 @@ def search(state: CycleState, demand: Demand, model: str | None) -> list[Victim]
     """The victims for `demand` on `model`; None when reclaiming every candidate would not make room.
     Gangs of equal pods with GPUs use the node index; the rest (mixed pod sizes, GPU-less pods) walk."""
     shape = demand.shape
-    if shape is not None and indexed(demand, model):
+    # The index knows whole jobs only: with §2c's units among the candidates, walk (exact either way).
+    if shape is not None and indexed(demand, model) and not state.victims.has_units:
         if state.victim_index is None:  # built on the first search that can use it
             state.victim_index = VictimIndex(state.victims.untaken(), state.capacity)
         return state.victim_index.select(demand.pool or "", model, shape, demand.count)  # type: ignore[arg-type]
@@ -176,14 +177,23 @@ def host_test(state: CycleState, demand: Demand, model: str | None) -> Callable[
 
 
 def take(state: CycleState, victim: Victim, demand: Demand) -> None:
-    """Preempt a chosen victim for `demand`: its capacity is being released from now on."""
+    """Preempt a chosen victim for `demand`, or shrink its job by one extra pod (§2c): its capacity is
+    being released from now on."""
+    if victim.extra is not None:
+        if victim.job.name not in state.decisions.preempted:  # its job taken whole already: nothing left
+            shrink(state, victim, demand)
+        return
+    shrunk = state.decisions.shrunk.get(victim.job.name)
+    gone = shrunk.indexes if shrunk is not None else ()
+    # A whole elastic job: its base and the extra pods not shrunk already (those are being released).
+    pods = victim.pods + tuple(pod for extra in victim.extras if extra.extra not in gone for pod in extra.pods)
     state.victims.take(victim)
     chosen = state.policies.victim_chosen
     if chosen is not None:
         chosen(state, victim)
     if state.victim_index is not None:
         state.victim_index.take(victim)
-    for node, g, c, m in victim.pods:
+    for node, g, c, m in pods:
         state.capacity.release(node, g, c, m, victim.job.name)
     if victim.in_quota:
         # An In Quota victim (§2b) stops counting against its quota once chosen; a Not in Quota one keeps
@@ -194,5 +204,25 @@ def take(state: CycleState, victim: Victim, demand: Demand) -> None:
     # Its kind is what it was when the cycle began: a job demoted and then preempted was In Quota.
     kind = PREEMPT_WITHIN if victim.job.in_quota else PREEMPT_RECLAIM
     state.decisions.preempted[name] = Preemption(name, demand.job.name, demand.job.quota, kind)
+    state.decisions.shrunk.pop(name, None)  # shrunk first, then preempted whole: a preemption
     # more capacity is being released now, on the victim's nodes
-    state.memos.released.forget({(node.pool, node.model) for node, *_ in victim.pods})
+    state.memos.released.forget({(node.pool, node.model) for node, *_ in pods})
+
+
+def shrink(state: CycleState, unit: Victim, demand: Demand) -> None:
+    """§2c: one extra pod of a running elastic job is reclaimed; the job keeps running. Like a Not in Quota
+    victim, the pod counts towards `max` until the cycle ends."""
+    state.victims.take(unit)
+    chosen = state.policies.victim_chosen
+    if chosen is not None:
+        chosen(state, unit)
+    for node, g, c, m in unit.pods:
+        state.capacity.release(node, g, c, m, unit.job.name)
+    name = unit.job.name
+    earlier = state.decisions.shrunk.get(name)
+    indexes = (earlier.indexes if earlier is not None else ()) + (unit.extra,)  # type: ignore[operator]
+    # The first job that took a pod of it names the shrink (the event's "for job").
+    for_job, by_quota = (earlier.for_job, earlier.by_quota) if earlier is not None else (demand.job.name,
+                                                                                         demand.job.quota)
+    state.decisions.shrunk[name] = Shrink(indexes, for_job, by_quota)
+    state.memos.released.forget({(node.pool, node.model) for node, *_ in unit.pods})
