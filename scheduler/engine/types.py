@@ -113,6 +113,8 @@ class Job:
     checkpointed_at: float | None = None
     # running Not in Quota because preempt_within demoted it: promoted back whatever its idle mode
     demoted: bool = False
+    # DESIGN §2d: the maximum running time in seconds (None: the pool's default_time_limit_s, if any)
+    time_limit_s: float | None = None
     # §2c: None for a plain job. `pods` holds the base (a pending job's gang), then the extra pods it runs.
     elastic: Elastic | None = None
 
@@ -154,6 +156,8 @@ class Policy:
     starved_min_runtime_s: float = 0.0
     # §2c: an elastic job grows at most this often (a resize restarts every worker from its checkpoint)
     grow_interval_s: float = 300.0
+    # DESIGN §2d: the time limit of jobs that give none (0: none); it changes no decision by itself
+    default_time_limit_s: float = 0.0
 
     @property
     def is_default(self) -> bool:
@@ -229,6 +233,30 @@ class Growth:
     nodes: tuple[str, ...]
 
 
+# Why a pending job has no start estimate (`Estimate.unknown`); the texts are `Estimate.text`'s.
+UNKNOWN_NO_LIMIT = "no_limit"  # it waits for capacity or quota held by a job with no time limit
+UNKNOWN_FAR_BACK = "far_back"  # past the jobs of its pool that the plan estimates exactly
+UNKNOWN_NEVER = "never"  # the pool or its quota can never hold it as it is
+UNKNOWN_TEXT = {
+    UNKNOWN_NO_LIMIT: "unknown: depends on jobs with no time limit",
+    UNKNOWN_FAR_BACK: "unknown: far back in the queue",
+    UNKNOWN_NEVER: "unknown: it cannot run in this pool as it is",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """DESIGN §2d: the earliest time (seconds, >= now) a pending job could start; None with a reason code
+    in `unknown` when there is none."""
+
+    start: float | None
+    unknown: str | None = None
+
+    @property
+    def text(self) -> str:
+        return UNKNOWN_TEXT[self.unknown] if self.unknown else f"at {self.start:g}"
+
+
 @dataclass(slots=True)
 class Decisions:
     admitted: dict[str, Admission] = field(default_factory=dict)
@@ -242,6 +270,8 @@ class Decisions:
     reasons: dict[str, Reason] = field(default_factory=dict)
     grown: dict[str, Growth] = field(default_factory=dict)  # §2c
     shrunk: dict[str, Shrink] = field(default_factory=dict)  # §2c: never a job preempted this cycle
+    # §2d: pending job -> its start estimate (engine/plan.py); empty when the snapshot has no `now`
+    estimates: dict[str, Estimate] = field(default_factory=dict)
 
     def as_contract(self) -> dict:
         """The printed form of DESIGN §4: eight keys plus `reasons`, lists sorted."""
@@ -258,4 +288,5 @@ class Decisions:
             "grown": {name: list(g.nodes) for name, g in sorted(self.grown.items())},
             "shrunk": {name: sorted(s.indexes) for name, s in sorted(self.shrunk.items())},
             "reasons": {name: str(reason) for name, reason in sorted(self.reasons.items())},
+            "estimated_start": {name: e.start for name, e in sorted(self.estimates.items())},
         }

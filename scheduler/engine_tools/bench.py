@@ -21,16 +21,22 @@ a built-in copy of its mix is used and a note is printed.
 from __future__ import annotations
 
 import csv
+import gc
 import math
 import random
 import statistics
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
-from scheduler.engine.cycle import run_cycle
+from scheduler.engine.cycle import decide, run_cycle
+from scheduler.engine.policies import policies_for
+from scheduler.engine.policies.base import PolicySet
+from scheduler.engine.policies.start_estimates import StartEstimates
+from scheduler.engine.state import CycleState
 from scheduler.engine.types import (
     IDLE_ACCEPTABLE,
     IDLE_OFF,
@@ -58,6 +64,8 @@ NODE_CPU_CORES = 96
 NODE_MEMORY_GIB = 1024
 MEMORY_GIB_PER_GPU = 64
 CPU_CORES_PER_GPU = (6, 8, 10)  # a little spread, so pods differ in more than GPUs
+BENCH_NOW = 100_000.0  # the cycle's time of a snapshot with time limits
+LIMITS_S = (1800.0, 3600.0, 4 * 3600.0, 12 * 3600.0, 24 * 3600.0, 72 * 3600.0)  # §2d limits drawn per job
 
 
 @lru_cache(maxsize=4)
@@ -151,9 +159,12 @@ def build_synthetic_snapshot(
     seed: int = 0,
     traces_dir: Path | None = None,
     busy: float = 0.5,
+    time_limits: bool = False,
 ) -> Snapshot:
     """About `busy` of the GPUs running (In Quota up to each team's min, the rest idle jobs), and
-    `pending` queued jobs of all idle modes, priorities and sizes."""
+    `pending` queued jobs of all idle modes, priorities and sizes. `time_limits` (DESIGN §2d): the cycle
+    has a `now` and every job a time limit (`LIMITS_S`), each running job having run part of it, so the
+    cycle plans start estimates."""
     rng = random.Random(seed)
     sizes = gpu_sizes(traces_dir)
     node_list = _nodes(nodes, gpus_per_node)
@@ -188,6 +199,9 @@ def build_synthetic_snapshot(
                         idle=IDLE_OFF if in_quota else rng.choice((IDLE_ACCEPTABLE, IDLE_ONLY)),
                         submitted_at=float(len(jobs)), phase=RUNNING, in_quota=in_quota,
                         started_at=float(len(jobs)), nodes=placed))
+    if time_limits:
+        jobs = [replace(job, time_limit_s=(limit := rng.choice(LIMITS_S)), started_at=BENCH_NOW - rng.random() * limit)
+                for job in jobs]
     for i in range(pending):
         team = rng.choices(teams, weights)[0]
         named = rng.random() < 0.8
@@ -196,9 +210,42 @@ def build_synthetic_snapshot(
             pods=_pods(rng, rng.choice(sizes), gpus_per_node, rng.choice(MODELS) if named else None),
             priority=rng.choices((1, 2, 3, 5, 9), (50, 25, 15, 7, 3))[0],
             idle=rng.choices((IDLE_OFF, IDLE_ACCEPTABLE, IDLE_ONLY), (55, 35, 10))[0],
-            submitted_at=10_000.0 + i,
+            submitted_at=10_000.0 + i, time_limit_s=rng.choice(LIMITS_S) if time_limits else None,
         ))
-    return Snapshot(nodes=tuple(node_list), quotas=tuple(quota_list), jobs=tuple(jobs))
+    return Snapshot(nodes=tuple(node_list), quotas=tuple(quota_list), jobs=tuple(jobs),
+                    now=BENCH_NOW if time_limits else None)
+
+
+def measure_estimates(nodes: int = 5000, pending: int = 50000, seed: int = 0, repeat: int = 3) -> dict:
+    """DESIGN §2d's cost: the quiet snapshot with time limits, its cycle timed with the start estimates
+    (`run_cycle`) and without them (the same steps, the plan left out), side by side (medians of `repeat`,
+    alternating)."""
+    snapshot = build_synthetic_snapshot(nodes, pending=pending, seed=seed, time_limits=True)
+    with_plan, without = [], []
+    decisions = Decisions()
+    for _ in range(repeat):
+        start = time.process_time()
+        decisions = run_cycle(snapshot)
+        with_plan.append(time.process_time() - start)
+        start = time.process_time()
+        _cycle_without_plan(snapshot)
+        without.append(time.process_time() - start)
+    known = sum(1 for e in decisions.estimates.values() if e.start is not None)
+    return {"nodes": nodes, "queued": pending, "pending": len(decisions.pending), "estimated": known,
+            "with_estimates_cpu_s": round(statistics.median(with_plan), 4),
+            "without_estimates_cpu_s": round(statistics.median(without), 4),
+            "ratio": round(statistics.median(with_plan) / statistics.median(without), 3)}
+
+
+def _cycle_without_plan(snapshot: Snapshot) -> Decisions:
+    policies = PolicySet(p for p in policies_for(snapshot).policies if not isinstance(p, StartEstimates))
+    collecting = gc.isenabled()
+    gc.disable()  # as run_cycle does
+    try:
+        return decide(CycleState(snapshot, policies))
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _fill_with_borrowers(node_list: list[Node], sizes: Sequence[int], rng: random.Random,

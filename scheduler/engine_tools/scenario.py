@@ -3,7 +3,8 @@
 `load(path)` turns a file into a `Scenario` (a Snapshot plus the optional `expect:` block), with
 units converted (CPU cores -> millicores, memory GiB -> MiB) and defaults filled in: resource_type
 `general` for nodes and roots (a child quota inherits its parent's, a job its quota's), the policy
-block's §2b defaults (`now` required once min_runtime_s or starvation_s is above 0), priority 1, idle `off`, submitted_at = the job's position in the file, state `pending`,
+block's §2b defaults (`now` required once min_runtime_s or starvation_s is above 0, or a job has a
+time limit, §2d), priority 1, idle `off`, submitted_at = the job's position in the file, state `pending`,
 pod role `worker` and count 1; a running or terminating job's `in_quota` defaults to true unless its
 idle mode is `only`, its `started_at` to its `submitted_at`. A root quota without `min` is
 guaranteed its pool's capacity.
@@ -56,16 +57,17 @@ from .scenario_read import Reader, ScenarioError, kind
 
 TOP_KEYS = ("now", "policy", "nodes", "quotas", "jobs", "expect")
 POLICY_KEYS = ("idle_share", "min_runtime_s", "starvation_s", "starvation_hold", "starved_min_runtime_s",
-               "grow_interval_s")
+               "default_time_limit_s", "grow_interval_s")
 NODE_KEYS = ("name", "gpu_type", "gpus", "cpu", "memory_gib", "resource_type", "schedulable")
 QUOTA_KEYS = ("name", "parent", "min", "max", "resource_type", "preempt_within")
 RESOURCE_KEYS = ("gpus", "cpu", "memory_gib")
 JOB_KEYS = (
     "name", "quota", "priority", "idle", "submitted_at", "pods", "state", "in_quota", "started_at", "nodes",
-    "resource_type", "checkpointed_at", "demoted", "resized_at",
+    "resource_type", "checkpointed_at", "demoted", "time_limit_s", "resized_at",
 )
 POD_KEYS = ("role", "count", "min_count", "gpus", "gpu_type", "cpu", "memory_gib")
-EXPECT_KEYS = ("admitted", "preempted", "nominated", "promoted", "demoted", "pending", "reasons", "grown", "shrunk")
+EXPECT_KEYS = ("admitted", "preempted", "nominated", "promoted", "demoted", "pending", "reasons", "estimated_start",
+               "grown", "shrunk")
 EXPECT_LISTS = ("preempted", "nominated", "promoted", "demoted", "pending")
 
 
@@ -102,6 +104,8 @@ def parse(data: Any, *, source: str = "<scenario>") -> Scenario:
     nodes = _nodes(read, read.items(top.get("nodes"), "nodes"))
     quotas = _quotas(read, read.items(top.get("quotas"), "quotas"), nodes)
     jobs = _jobs(read, read.items(top.get("jobs"), "jobs"), nodes, quotas)
+    if now is None and (policy.default_time_limit_s > 0 or any(job.time_limit_s is not None for job in jobs)):
+        raise read.fail("now", "the file has time limits (§2d): it needs `now`, the cycle's time")
     if now is None and any(job.elastic is not None for job in jobs):
         raise read.fail("now", "the file has elastic jobs (§2c): it needs `now`, the cycle's time")
     expect = _expect(read, top["expect"], {job.name for job in jobs}) if "expect" in top else None
@@ -129,8 +133,9 @@ def _policy(read: Reader, value: Any, now: float | None) -> Policy:
     if starved > 0 and starvation_s <= 0:
         raise read.fail("policy.starved_min_runtime_s",
                         "starved_min_runtime_s needs starvation_s above 0 (it protects jobs the guard let start)")
+    default_limit = read.number(raw.get("default_time_limit_s", 0), "policy.default_time_limit_s")
     return Policy(idle_share=idle_share, min_runtime_s=min_runtime_s, starvation_s=starvation_s,
-                  starvation_hold=starvation_hold, starved_min_runtime_s=starved,
+                  starvation_hold=starvation_hold, starved_min_runtime_s=starved, default_time_limit_s=default_limit,
                   grow_interval_s=read.number(raw.get("grow_interval_s", 300), "policy.grow_interval_s"))
 
 
@@ -306,6 +311,11 @@ def _job(read: Reader, i: int, item: Any, node_by_name: dict[str, Node], quota_b
         if state == RUNNING and not in_quota and idle == IDLE_OFF and not demoted:
             raise read.fail(f"{path}.in_quota", "a job with idle off never runs Not in Quota")
         started_at = read.number(raw.get("started_at", submitted_at), f"{path}.started_at", low=None)
+    time_limit_s = None
+    if "time_limit_s" in raw:
+        time_limit_s = read.number(raw["time_limit_s"], f"{path}.time_limit_s")
+        if time_limit_s <= 0:
+            raise read.fail(f"{path}.time_limit_s", "must be above 0 (leave it out for no limit)")
     checkpointed_at = None
     if raw.get("checkpointed_at") is not None:
         checkpointed_at = read.number(raw["checkpointed_at"], f"{path}.checkpointed_at", low=None)
@@ -313,7 +323,8 @@ def _job(read: Reader, i: int, item: Any, node_by_name: dict[str, Node], quota_b
         name=name, quota=quota_name, pods=pods,
         priority=read.integer(raw.get("priority", 1), f"{path}.priority", low=1, high=9),
         idle=idle, submitted_at=submitted_at, phase=state, in_quota=in_quota, started_at=started_at,
-        nodes=job_nodes, checkpointed_at=checkpointed_at, demoted=demoted, elastic=elastic,
+        nodes=job_nodes, checkpointed_at=checkpointed_at, demoted=demoted, time_limit_s=time_limit_s,
+        elastic=elastic,
     )
 
 
@@ -392,6 +403,13 @@ def _expect(read: Reader, value: Any, job_names: set[str]) -> dict[str, Any]:
             known(name, f"expect.reasons.{name}"): read.text(text, f"expect.reasons.{name}")
             for name, text in reasons.items()
         }
+    if "estimated_start" in raw:
+        starts = read.mapping(raw["estimated_start"] or {}, "expect.estimated_start", tuple(raw["estimated_start"] or ()))
+        expect["estimated_start"] = {
+            known(name, f"expect.estimated_start.{name}"):
+                None if start is None else read.number(start, f"expect.estimated_start.{name}", low=None)
+            for name, start in starts.items()
+        }
     expect.update(grown_and_shrunk(read, raw, known))
     return expect
 
@@ -426,6 +444,11 @@ def compare(expect: Mapping[str, Any], got: Mapping[str, Any]) -> list[str]:
         have = got["reasons"].get(name)
         if have != text:
             diff.append(f"reasons.{name}: expected {text!r}, got {have!r}")
+    for name, start in sorted(expect.get("estimated_start", {}).items()):
+        if name not in got["estimated_start"]:
+            diff.append(f"estimated_start.{name}: expected {_show(start)}, but it has no estimate (not pending)")
+        elif got["estimated_start"][name] != start:
+            diff.append(f"estimated_start.{name}: expected {_show(start)}, got {_show(got['estimated_start'][name])}")
     diff += compare_resizes(expect, got)
     return diff
 

@@ -87,3 +87,19 @@ def test_sizes_follow_the_philly_trace():
 def test_without_the_trace_the_built_in_mix_is_used(tmp_path, capsys):
     assert Counter(gpu_sizes(tmp_path)) == Counter(PHILLY_MIX)
     assert "using the built-in copy" in capsys.readouterr().err
+
+
+def test_estimates_bench_plans_the_first_jobs_of_the_pool_and_changes_no_decision():
+    from scheduler.engine.cycle import run_cycle
+    from scheduler.engine.plan import EXACT_PER_POOL
+    from scheduler.engine_tools.bench import _cycle_without_plan, build_synthetic_snapshot, measure_estimates
+
+    row = measure_estimates(nodes=40, pending=400, repeat=1)
+    assert row["pending"] > EXACT_PER_POOL and 0 < row["estimated"] <= EXACT_PER_POOL
+    assert row["with_estimates_cpu_s"] > 0 and row["without_estimates_cpu_s"] > 0
+    snapshot = build_synthetic_snapshot(40, pending=400, time_limits=True)
+    assert snapshot.now is not None and all(job.time_limit_s for job in snapshot.jobs)
+    with_plan, without = run_cycle(snapshot), _cycle_without_plan(snapshot)
+    assert without.estimates == {} and set(with_plan.estimates) == set(with_plan.pending)
+    with_plan.estimates.clear()
+    assert with_plan == without

@@ -61,10 +61,14 @@ def test_indexed_search_matches_the_reference_with_safe_points_and_protection(mo
 
 @pytest.mark.parametrize("seed", range(60))
 def test_default_policies_change_nothing(seed):
-    """A `now` and an explicit default Policy give exactly the decisions of a snapshot with neither."""
+    """A `now` and an explicit default Policy give exactly the decisions of a snapshot with neither; the
+    `now` only adds start estimates (§2d), one per pending job."""
     snapshot = _random_snapshot(seed)
     plain = run_cycle(snapshot)
-    assert run_cycle(replace(snapshot, now=10_000.0, policy=Policy(), policies={"general": Policy()})) == plain
+    timed = run_cycle(replace(snapshot, now=10_000.0, policy=Policy(), policies={"general": Policy()}))
+    assert set(timed.estimates) == set(timed.pending)
+    timed.estimates.clear()
+    assert timed == plain
 
 
 def test_protected_jobs_are_never_preempted_and_the_reason_names_when():

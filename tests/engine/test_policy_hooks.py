@@ -10,6 +10,7 @@ from scheduler.engine.policies import policies_for
 from scheduler.engine.policies.base import CyclePolicy, PolicySet
 from scheduler.engine.policies.fair_idle import FairIdleShare
 from scheduler.engine.policies.min_runtime import MinimumRuntime
+from scheduler.engine.policies.start_estimates import StartEstimates
 from scheduler.engine.policies.starvation import StarvationGuard
 from scheduler.engine.policies.within_quota import PreemptWithin
 from scheduler.engine.reasons import NoIdleRoom, Reason
@@ -21,13 +22,15 @@ BASE = Snapshot((Node("n1", "A100", 8, 96000, 786432),), (Quota("root", None), Q
 
 
 def _kinds(snapshot: Snapshot) -> list[type]:
-    return [type(p) for p in policies_for(snapshot).policies]
+    """The opt-in policies switched on (the §2d start estimates run in every cycle with a `now`)."""
+    return [type(p) for p in policies_for(snapshot).policies if not isinstance(p, StartEstimates)]
 
 
 def test_defaults_switch_nothing_on_and_leave_every_per_job_hook_out():
     for snapshot in (BASE, replace(BASE, now=100.0, policy=Policy(), policies={"general": Policy()})):
         policies = policies_for(snapshot)
-        assert policies.policies == ()
+        # only the start estimates, which need the cycle's time and change no decision
+        assert [type(p) for p in policies.policies] == ([StartEstimates] if snapshot.now is not None else [])
         assert all(getattr(policies, hook) is None for hook in PER_JOB)
 
 

@@ -39,7 +39,7 @@ def test_scenario_matches_its_expectations(path):
     assert code == 0, out + err
     decisions = json.loads(out)
     assert set(decisions) == {"admitted", "preempted", "nominated", "promoted", "demoted", "pending", "grown", "shrunk",
-                              "reasons"}
+                              "reasons", "estimated_start"}
 
 
 def test_a_wrong_expectation_fails_with_a_readable_diff():

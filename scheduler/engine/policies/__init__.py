@@ -5,10 +5,11 @@
 - `min_runtime`: minimum runtime (`min_runtime_s`, `starved_min_runtime_s`);
 - `within_quota`: priority preemption inside a quota (quota setting `preempt_within`);
 - `elastic`: §2c growth of running elastic jobs (on whenever one could grow; shrinks are victim units);
-- `starvation`: the starvation guard (`starvation_s`, `starvation_hold`).
+- `starvation`: the starvation guard (`starvation_s`, `starvation_hold`), with §2d backfill onto drain sets;
+- `start_estimates`: §2d start estimates (`engine/plan.py`), not opt-in: on in every cycle with a `now`.
 
 `policies_for(snapshot)` makes the active ones for one cycle; with every setting at its default the set
-is empty and the cycle is §2's.
+holds only the start estimates (when the snapshot has a `now`), which change no decision: the cycle is §2's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .base import CyclePolicy, PolicySet
 from .elastic import ElasticGrowth, has_elastic
 from .fair_idle import FairIdleShare
 from .min_runtime import MinimumRuntime, is_on
+from .start_estimates import StartEstimates
 from .starvation import StarvationGuard
 from .within_quota import PreemptWithin
 
@@ -37,4 +39,6 @@ def policies_for(snapshot: Snapshot) -> PolicySet:
         active.append(StarvationGuard())
     if has_elastic(snapshot):  # §2c growth
         active.append(ElasticGrowth())
+    if snapshot.now is not None:  # §2d start estimates: always on, they need the cycle's time
+        active.append(StartEstimates())
     return PolicySet(active)

@@ -20,6 +20,11 @@ what is left of its request in the guarantee of its quota and ancestors is held 
 and promotions cannot take it — until the cycle ends.
 Without it a gang whose quota's own small jobs take each GPU of guarantee as it frees never fits
 in quota, so §2b never calls it starving.
+
+Backfill (DESIGN §2d, `_Backfill`): each starving job's planned start is fixed with its drain set (the
+latest planned end of the jobs running on it; unknown if one has no time limit), and a later job whose
+own planned end (`now` + its time limit) is no later than that start may be placed on the drain set
+(and take victims there); without a limit of its own, or behind an unknown start, it keeps off it.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from ..capacity import NodeState
 from ..placement import equal_pods_held, scan_place
 from ..reasons import NeverFits, Reason, Refused, Starving
 from ..resources import Resources
-from ..types import IDLE_OFF, IDLE_ONLY, NOMINATED
+from ..time_limits import planned_end, time_limit
+from ..types import IDLE_OFF, IDLE_ONLY, NOMINATED, RUNNING, Job
 from .base import CyclePolicy
 
 if TYPE_CHECKING:
@@ -81,6 +87,8 @@ def drain_sets(state: CycleState) -> tuple[dict[str, tuple[str, ...]], dict[str,
     # will any later job of the same gang shape in this cycle.
     no_prefix: set[tuple] = set()
     kept: frozenset[NodeState] = frozenset()
+    # §2d backfill: each drain set so far with its starving job's planned start (None: unknown)
+    backfill = _Backfill(state)
     held_quotas: set[str] = set()  # starvation_hold: quotas with a holder already
     # inq counts nominated jobs (DESIGN §2): charged while deciding who fits in quota, then taken back
     nominated = [(d, _nominated_model(state, d)) for d in state.queue if d.job.phase == NOMINATED and d.pool]
@@ -91,7 +99,9 @@ def drain_sets(state: CycleState) -> tuple[dict[str, tuple[str, ...]], dict[str,
         if job.phase == NOMINATED:
             continue
         if kept:
-            avoid[job.name] = kept
+            keep_off = backfill.keep_off(job, kept)
+            if keep_off:
+                avoid[job.name] = keep_off
         policy = snapshot.policy_of(demand.pool or "")
         limit = policy.starvation_s
         if limit <= 0 or now - job.submitted_at <= limit:
@@ -112,6 +122,7 @@ def drain_sets(state: CycleState) -> tuple[dict[str, tuple[str, ...]], dict[str,
             starving[job.name] = tuple(n.name for n in prefix)
             drained.update(prefix)
             kept = frozenset(drained)
+            backfill.add(job.name, prefix)
             undrained = [n for n in undrained if n not in drained]
         else:
             no_prefix.add(gang)
@@ -123,6 +134,61 @@ def drain_sets(state: CycleState) -> tuple[dict[str, tuple[str, ...]], dict[str,
     if avoid or holds:
         state.memos.off()
     return starving, avoid
+
+
+class _Backfill:
+    """DESIGN §2d backfill: a starving job's planned start is the latest planned end of the running (and
+    nominated) jobs on its drain set — `now` if none, unknown if one has no time limit. A later job whose
+    own planned end (`now` + its limit) is no later than that start may use the drain set; one with no
+    limit, or behind an unknown start, keeps off it, as without backfill."""
+
+    def __init__(self, state: CycleState) -> None:
+        self.state = state
+        self.sets: list[tuple[frozenset[NodeState], float | None]] = []  # (drain set, planned start)
+        self.avoids: dict[tuple[bool, ...], frozenset[NodeState]] = {}  # which sets kept -> their union
+        self.ends: dict[str, list[float | None]] | None = None  # node -> planned ends of the jobs on it
+        self.starts: dict[str, float | None] = {}  # starving job -> planned start
+
+    def _ends(self) -> dict[str, list[float | None]]:
+        if self.ends is None:
+            snapshot = self.state.snapshot
+            now = snapshot.now or 0.0
+            self.ends = {}
+            for job in snapshot.jobs:
+                if job.phase not in (RUNNING, NOMINATED):
+                    continue
+                policy = snapshot.policy_of(self.state.quotas.pool(job.quota) or "")
+                if job.phase == RUNNING:
+                    end = planned_end(job, policy)
+                else:  # a nominated job starts once its victims are gone: about now
+                    limit = time_limit(job, policy)
+                    end = now + limit if limit is not None else None
+                for node in set(job.nodes):
+                    self.ends.setdefault(node, []).append(end)
+        return self.ends
+
+    def add(self, job: str, drain: Sequence[NodeState]) -> None:
+        now = self.state.now or 0.0
+        ends = [end for node in drain for end in self._ends().get(node.name, ())]
+        start = None if any(end is None for end in ends) else max([now, *ends])  # type: ignore[type-var]
+        self.starts[job] = start
+        self.sets.append((frozenset(drain), start))
+
+    def keep_off(self, job: Job, kept: frozenset[NodeState]) -> frozenset[NodeState]:
+        """The drain-set nodes `job` must keep off: all of them unless it ends before some sets' starts."""
+        state = self.state
+        limit = time_limit(job, state.snapshot.policy_of(state.quotas.pool(job.quota) or ""))
+        if limit is None:
+            return kept
+        end = (state.now or 0.0) + limit
+        which = tuple(start is None or end > start for _, start in self.sets)
+        if all(which):
+            return kept
+        avoid = self.avoids.get(which)
+        if avoid is None:
+            avoid = self.avoids[which] = frozenset().union(*(nodes for (nodes, _), keep in zip(self.sets, which,
+                                                                                            strict=True) if keep))
+        return avoid
 
 
 def _hold(state: CycleState, demand: Demand) -> Hold | None:

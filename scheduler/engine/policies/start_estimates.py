@@ -1,0 +1,17 @@
+"""Start estimates (DESIGN §2d) on the `plan` hook: not opt-in, every cycle with a `now` runs it (the
+rule is `engine/plan.py`). It changes no decision; it only adds `Decisions.estimates`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..plan import plan_starts
+from .base import CyclePolicy
+
+if TYPE_CHECKING:
+    from ..state import CycleState
+
+
+class StartEstimates(CyclePolicy):
+    def plan(self, state: CycleState) -> None:
+        plan_starts(state)
