@@ -86,6 +86,27 @@ class PodAgent:
         pid = next((r.pid for r in self.supervisor.running() if (r.pod_id, r.attempt) == (pod.pk, pod.attempt)), None)
         pod_running(pod_id=pod.pk, attempt=pod.attempt, pid=pid)
 
+    def adopt(self, job: Job, pod: Pod, *, world_size: int, master_addr: str) -> bool:
+        """Take over this pod where a previous agent of the node left it running (runtime/adoption.py):
+        its exit and progress are reported from here on. False: no such pod runs here."""
+        try:
+            adopted = self.supervisor.adopt(pod_spec(pod, job, world_size=world_size, master_addr=master_addr))
+        except (OSError, RuntimeError) as error:
+            log.warning("pod %s attempt %s could not be adopted: %s", pod.pk, pod.attempt, error)
+            return False
+        if adopted:
+            with self._lock:
+                self._unreported.add((pod.pk, pod.attempt))
+                if pod.rank == 0:
+                    self._progress[(pod.pk, pod.attempt)] = (job.pk, str(pod_progress_path(pod)))
+        return adopted
+
+    def detach(self) -> None:
+        """Stop reporting and starting pods but leave them running, for the next agent of the node
+        to adopt (an agent restart or upgrade: docs/operations.md)."""
+        self._stop.set()
+        self.supervisor.detach()
+
     def _image_unavailable(self, pod: Pod, cause: str, waiting: tuple[int, str, float] | None) -> None:
         failures = (waiting[0] if waiting else 0) + 1
         delay = image_retry_delay(failures)

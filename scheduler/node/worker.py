@@ -8,8 +8,9 @@ TIDEPOOL_NODE_GPUS / TIDEPOOL_NODE_CPU / TIDEPOOL_NODE_MEMORY_GIB), settles the 
 predecessor left (orphans.py), then heartbeats every TIDEPOOL_HEARTBEAT_SECONDS and reconciles
 its pods with the database every TIDEPOOL_RECONCILE_SECONDS (reconcile.py): start tasks and
 terminate commands are hints that wake the reconcile. Pods run as process groups under a PodAgent. On a
-warm shutdown it drains: the node is cordoned, its jobs are preempted (SIGTERM, grace period) and
-restart elsewhere from their checkpoints. Pod logs stay on the node: the console and the API read
+warm shutdown (an upgrade) it leaves its pods running and gives the lease back; the next worker of
+the node adopts them (orphans.py, runtime/adoption.py): no pod is killed, no attempt lost. Draining
+is an explicit action (services/nodes.py: node_drain). Pod logs stay on the node: the console and the API read
 them through the `tidepool_read_pod_log` control command (scheduler/node/logs.py).
 """
 
@@ -40,7 +41,7 @@ from scheduler.node.runtimes import runtime_label
 from scheduler.node.specs import master_address
 from scheduler.services.gpu_samples import gpu_samples_record
 from scheduler.services.leases import LeaseKeeper, lease_acquire, node_role, this_owner
-from scheduler.services.nodes import node_drain, node_heartbeat, node_register
+from scheduler.services.nodes import node_heartbeat, node_register
 from scheduler.states import LIVE_POD_STATUSES
 
 log = logging.getLogger("tidepool.worker")
@@ -139,10 +140,11 @@ class NodeWorker:
         self.lease = None
 
     def _release_orphans(self) -> None:
-        """Pods a previous worker of this node left (it was killed): settle them (orphans.py)."""
+        """Pods a previous worker of this node left (stopped or killed): adopt those still there,
+        settle the others (orphans.py)."""
         node = Node.objects.get(name=self.node_name)
         counts = release_orphaned_pods(node=node, reason=f"node {self.node_name}'s worker restarted",
-                                       owner=self.owner, role=node_role(self.node_name))
+                                       owner=self.owner, role=node_role(self.node_name), agent=self.agent)
         if any(counts.values()):
             log.warning("node %s: pods of the previous worker: %s", self.node_name, counts)
 
@@ -176,19 +178,18 @@ class NodeWorker:
             self.agent.terminate(pod_id, attempt, grace_s=grace_s, outcome=outcome)
             self.reconciler.wake()
 
-    def drain(self) -> None:
+    def stop(self) -> None:
+        """A warm shutdown (an upgrade, a restart): stop reconciling and reporting, leave the pods
+        running and give the node's lease back, so that the next worker of the node adopts them at
+        once (orphans.py). Emptying the node is an explicit drain (Nodes page, CLI, API)."""
         self._stop.set()
         self.reconciler.stop()
         if self.lease is None:
             return  # never ran the node (another worker does): touch nothing
-        try:
-            close_old_connections()
-            node = Node.objects.filter(name=self.node_name).first()
-            if node is not None:
-                node_drain(node=node, by_worker=True)
-        except Exception:
-            log.exception("could not drain node %s", self.node_name)
-        self.agent.shutdown(settings.TIDEPOOL_GRACE_SECONDS)
+        self.agent.detach()
+        running = len(self.agent.supervisor.running())
+        log.info("node %s: worker stopping; its %s running pods go on for the next worker to adopt",
+                 self.node_name, running)
         self.lease.stop(release=True)
 
 
@@ -224,7 +225,7 @@ def _on_worker_ready(sender=None, **kwargs) -> None:
 @worker_shutting_down.connect
 def _on_worker_shutting_down(sig=None, how=None, exitcode=None, **kwargs) -> None:
     if _worker is not None:
-        _worker.drain()
+        _worker.stop()
 
 
 @control_command(

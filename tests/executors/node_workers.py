@@ -47,7 +47,8 @@ def kill_group(pgid: int) -> None:
 
 
 def stop_workers(workers: dict[str, subprocess.Popen]) -> None:
-    """Warm shutdown (SIGTERM drains the node), then SIGKILL for any worker that hangs."""
+    """Warm shutdown (SIGTERM: the worker stops, its pods run on for the next one), then SIGKILL for
+    any worker that hangs."""
     for process in workers.values():
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)

@@ -103,6 +103,13 @@ class PodCgroups:
             raise
         return group
 
+    @classmethod
+    def existing(cls, bases: dict[str, str], name: str, *, memory_bytes: int) -> PodCgroups | None:
+        """The cgroups a previous worker made for pod `name` (to adopt it), or None."""
+        dirs = {controller: os.path.join(base, name) for controller, base in bases.items()
+                if os.path.isdir(os.path.join(base, name))}
+        return cls(name, dirs, memory_bytes) if dirs else None
+
     def add(self, pid: int) -> None:
         for path in self.dirs.values():
             _write(os.path.join(path, "cgroup.procs"), str(pid))

@@ -48,6 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from scheduler.node.runtime.adoption import find_container
 from scheduler.node.runtime.host_cgroups import limit_text
 from scheduler.node.runtime.network import JobNetworks, NetworkConfig, NetworkError, install_pod_firewall
 from scheduler.node.runtime.process import (
@@ -390,6 +391,8 @@ class ContainerSupervisor(PodSupervisor):
         log.info("pod %s attempt %s started as container %s (pid %s)", spec.pod_id, spec.attempt, name, pid)
         return _ContainerProc(spec, name, pid, time.time(), network, cgroup_dir, memory_limit_bytes(spec, self.config),
                               oom_kills)
+
+    _find = find_container  # a container left by the previous worker, by its labels (adoption.py)
 
     def _container_pid(self, name: str) -> int:
         result = self._podman("inspect", "--format", "{{.State.Pid}}", name)

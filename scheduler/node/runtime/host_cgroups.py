@@ -72,6 +72,14 @@ class CgroupSupervisor(PodSupervisor):
         self._cgroups[(spec.pod_id, spec.attempt)] = group
         return popen
 
+    def _find(self, spec: PodSpec) -> _Proc | None:
+        proc = super()._find(spec)
+        group = PodCgroups.existing(self._bases, cgroup_name(spec), memory_bytes=self.memory_bytes(spec))
+        if proc is not None and group is not None:
+            with self._lock:
+                self._cgroups[(spec.pod_id, spec.attempt)] = group
+        return proc
+
     def _signal(self, proc: _Proc, sig: int) -> None:
         # Lock held; the leader is not reaped yet, so its group id is still its own.
         _signal_group(proc.pid, sig)

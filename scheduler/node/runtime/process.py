@@ -14,6 +14,7 @@ Lifetime of a pod:
   pod); during a termination they keep the rest of the grace period to finish saving, then get
   SIGKILL. Only then is the exit reported, so the GPUs it held really are free.
 - Each exit is reported exactly once: to `on_exit` when one is given, otherwise through `poll()`.
+- `adopt(spec)` takes over a pod a previous supervisor of the node left running (adoption.py).
 
 Attempts fence stale messages (docs/runtime.md): an attempt number is used at most once.
 """
@@ -32,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from scheduler.node.runtime import adoption
 from scheduler.node.runtime.groups import _signal_group, live_group_members
 from scheduler.node.runtime.sandbox import (
     POD_WRAPPER,
@@ -212,6 +214,14 @@ class PodSupervisor:
         ).start()
         return True
 
+    def adopt(self, spec: PodSpec) -> bool:
+        """Take over `spec`'s pod that a previous supervisor of this node left running (adoption.py)."""
+        return adoption.adopt_pod(self, spec)
+
+    def _find(self, spec: PodSpec) -> _Proc | None:
+        pgid = adoption.find_host_pod(spec)
+        return None if pgid is None else _Proc(spec, None, adoption.process_start_time(pgid), pid=pgid)
+
     def _launch(self, spec: PodSpec) -> _Proc:
         user = resolve_pod_user(spec.user)
         for root, path in spec.dirs:
@@ -330,6 +340,8 @@ class PodSupervisor:
 
     def _watch(self, proc: _Proc) -> None:
         """Wait for the leader, then for the rest of its group; then reap and report."""
+        if proc.popen is None:  # adopted: not our child
+            return adoption.watch_adopted_host_pod(self, proc)
         reserved = _wait_without_reaping(proc.popen)
         with self._lock:
             proc.leader_exited = True
@@ -429,6 +441,11 @@ class PodSupervisor:
             return None
         with self._lock:
             return self._recent.get((pod_id, attempt))
+
+    def detach(self) -> None:
+        """Refuse new pods and leave the running ones be: the next supervisor of the node adopts them."""
+        with self._lock:
+            self._closed = True
 
     def shutdown(self, grace_s: float, outcome: str = PREEMPTED, timeout: float | None = None) -> bool:
         """Refuse new pods, terminate every running one and wait for all to exit.
