@@ -52,7 +52,8 @@ if TYPE_CHECKING:
     from .quota import QuotaNode
     from .state import CycleState
 
-# Pending jobs per pool given an exact estimate (pending order); measured in docs/scheduling.md.
+# Pending jobs per pool given an exact estimate (pending order) by default (`run_cycle(estimates=...)`);
+# measured in docs/scheduling.md.
 EXACT_PER_POOL = 40
 FAR_BACK = Estimate(None, UNKNOWN_FAR_BACK)  # one value for the many jobs past the exact ones
 
@@ -276,8 +277,9 @@ class _Plan:
         return placed
 
 
-def plan_starts(state: CycleState) -> None:
-    """Give every pending job of the cycle its estimate (`Decisions.estimates`); nothing without `now`."""
+def plan_starts(state: CycleState, exact_per_pool: int = EXACT_PER_POOL) -> None:
+    """Give every pending job of the cycle its estimate (`Decisions.estimates`), the first `exact_per_pool`
+    of each pool exactly; nothing without `now`."""
     if state.now is None:
         return
     decided = state.decisions
@@ -291,7 +293,7 @@ def plan_starts(state: CycleState) -> None:
         if name not in pending:
             continue
         count = planned.get(demand.pool, 0)
-        if count >= EXACT_PER_POOL:
+        if count >= exact_per_pool:
             decided.estimates[name] = FAR_BACK
             continue
         planned[demand.pool] = count + 1

@@ -21,7 +21,6 @@ a built-in copy of its mix is used and a note is printed.
 from __future__ import annotations
 
 import csv
-import gc
 import math
 import random
 import statistics
@@ -32,11 +31,7 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
-from scheduler.engine.cycle import decide, run_cycle
-from scheduler.engine.policies import policies_for
-from scheduler.engine.policies.base import PolicySet
-from scheduler.engine.policies.start_estimates import StartEstimates
-from scheduler.engine.state import CycleState
+from scheduler.engine.cycle import run_cycle
 from scheduler.engine.types import (
     IDLE_ACCEPTABLE,
     IDLE_OFF,
@@ -238,14 +233,7 @@ def measure_estimates(nodes: int = 5000, pending: int = 50000, seed: int = 0, re
 
 
 def _cycle_without_plan(snapshot: Snapshot) -> Decisions:
-    policies = PolicySet(p for p in policies_for(snapshot).policies if not isinstance(p, StartEstimates))
-    collecting = gc.isenabled()
-    gc.disable()  # as run_cycle does
-    try:
-        return decide(CycleState(snapshot, policies))
-    finally:
-        if collecting:
-            gc.enable()
+    return run_cycle(snapshot, estimates=0)
 
 
 def _fill_with_borrowers(node_list: list[Node], sizes: Sequence[int], rng: random.Random,

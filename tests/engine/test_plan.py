@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from scheduler.engine import plan
 from scheduler.engine.cycle import run_cycle
 from scheduler.engine.types import UNKNOWN_FAR_BACK, UNKNOWN_NEVER, UNKNOWN_NO_LIMIT, Job, Pod
 from scheduler.engine_tools.scenario import load
@@ -24,10 +23,11 @@ def test_unknown_estimates_say_why():
     assert estimates["small"].start == 2000 and estimates["small"].unknown is None
 
 
-def test_jobs_past_the_exact_ones_of_their_pool_are_far_back(monkeypatch):
-    monkeypatch.setattr(plan, "EXACT_PER_POOL", 2)
+def test_jobs_past_the_exact_ones_of_their_pool_are_far_back():
     snapshot = load(SCENARIOS / "estimate_after_earlier_plan.yaml").snapshot
-    estimates = run_cycle(snapshot).estimates
+    assert run_cycle(snapshot, estimates=0).estimates == {}
+    assert run_cycle(snapshot).estimates["p3"].start == 100  # within the default EXACT_PER_POOL
+    estimates = run_cycle(snapshot, estimates=2).estimates
     assert estimates["p1"].start == 100 and estimates["p2"].start == 150
     assert estimates["p3"].start is None and estimates["p3"].text == "unknown: far back in the queue"
     assert estimates["p3"].unknown == UNKNOWN_FAR_BACK

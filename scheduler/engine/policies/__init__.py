@@ -14,6 +14,7 @@ holds only the start estimates (when the snapshot has a `now`), which change no 
 
 from __future__ import annotations
 
+from ..plan import EXACT_PER_POOL
 from ..types import IDLE_SHARE_FAIR, Snapshot
 from .base import CyclePolicy, PolicySet
 from .elastic import ElasticGrowth, has_elastic
@@ -24,8 +25,9 @@ from .starvation import StarvationGuard
 from .within_quota import PreemptWithin
 
 
-def policies_for(snapshot: Snapshot) -> PolicySet:
-    """The policies some pool or quota of the snapshot switches on, fresh for one cycle."""
+def policies_for(snapshot: Snapshot, *, estimates: int = EXACT_PER_POOL) -> PolicySet:
+    """The policies some pool or quota of the snapshot switches on, fresh for one cycle; `estimates`: the
+    pending jobs per pool the §2d plan estimates exactly (0: no plan)."""
     pools = (snapshot.policy, *snapshot.policies.values())
     active: list[CyclePolicy] = []
     if any(p.idle_share == IDLE_SHARE_FAIR for p in pools):
@@ -39,6 +41,6 @@ def policies_for(snapshot: Snapshot) -> PolicySet:
         active.append(StarvationGuard())
     if has_elastic(snapshot):  # §2c growth
         active.append(ElasticGrowth())
-    if snapshot.now is not None:  # §2d start estimates: always on, they need the cycle's time
-        active.append(StartEstimates())
+    if snapshot.now is not None and estimates > 0:  # §2d start estimates: always on, they need the cycle's time
+        active.append(StartEstimates(estimates))
     return PolicySet(active)

@@ -13,5 +13,8 @@ if TYPE_CHECKING:
 
 
 class StartEstimates(CyclePolicy):
+    def __init__(self, exact_per_pool: int) -> None:
+        self.exact_per_pool = exact_per_pool
+
     def plan(self, state: CycleState) -> None:
-        plan_starts(state)
+        plan_starts(state, self.exact_per_pool)
