@@ -25,6 +25,7 @@ from .clusters import (
     philly_cluster,
     scale_cluster,
 )
+from .limits import LIMIT_MODELS
 from .metrics import figures as replay_figures
 from .metrics import targets as issue_targets
 from .model import ReplayConfig, ReplayResult
@@ -71,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"comma-separated: {','.join(POLICIES)}, each optionally with +modifiers that override the options "
         "below for that column only: +fair, +fifo-share, +safe-point, +preempt-within, +min-runtime=S, "
         "+starvation=S (S: seconds, or 30m, 12h, 2d), +hold (the starvation hold), "
-        "+starved-min-runtime=S, e.g. idle,idle+fair",
+        "+starved-min-runtime=S, +limits=MODEL (see --limits), e.g. idle,idle+fair",
     )
     parser.add_argument("--scale", type=_positive_float, default=1.0,
                         help="multiply every quota and the inventory by F (rounded up: docs/simulator.md)")
@@ -120,6 +121,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--high-priority-share", type=_share, default=0.0, metavar="F",
                         help="give a random share F of the jobs (seeded by name) priority 2, the rest keep theirs "
                         "(Philly has none): for preempt_within")
+    parser.add_argument("--limits", choices=LIMIT_MODELS, default="none",
+                        help="time limits given to the jobs (DESIGN §2d; simulator/limits.py): none, exact (the "
+                        "run time), x2 (twice it), round (rounded up to 15 min, 30 min, 1-12 h, 1-7 days)")
+    parser.add_argument("--estimates", type=int, default=200, metavar="N",
+                        help="with limits: the pending jobs per pool the engine gives an exact start estimate")
     parser.add_argument(
         "--exact", action="store_true",
         help="give the engine every pending job at every cycle (no pruning or skipping): slow, for checking",
@@ -147,6 +153,8 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
                      f"{_starved_text(options)}"
                      f"{', victims by safe point' if options.get('safe_point') else ''}"
                      f"{', preempt_within' if options.get('preempt_within') else ''}")
+    if (options.get("limits") or "none") != "none":
+        settings += f"; time limits {options['limits']}, {int(options.get('estimates', 200))} estimates per pool"
     if options.get("high_priority_share"):
         settings += f"; priority 2 for {100 * float(options['high_priority_share']):g} % of the jobs"
     sweep: list[Scaled] = []
@@ -167,6 +175,12 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
                 notes.add(note)
         for line in format_table(all_figures):
             write(line)
+        for policy, figures in all_figures.items():
+            quality = figures.get("estimate_quality")
+            if quality:
+                write(f"estimates [{policy}]: {quality['within']:,} of {quality['judged']:,} jobs that waited 10 min "
+                      f"or more within 25 % of their wait or 15 min ({quality['within_share']}); "
+                      f"{quality['unknown']:,} unknown; median error {quality['median_error_s']} s")
         checks = issue_targets(all_figures)
         if checks is not None:
             write(_targets_line(checks))
@@ -237,6 +251,8 @@ def replay_config(options: Mapping[str, Any], policy: str, label: str) -> Replay
         starved_min_runtime_s=float(options.get("starved_min_runtime") or 0.0),
         safe_point=bool(options.get("safe_point", False)),
         preempt_within=bool(options.get("preempt_within", False)),
+        limits=str(options.get("limits") or "none"),
+        estimates=int(options.get("estimates", 200)),
     )
 
 
@@ -252,13 +268,15 @@ def variant_options(options: Mapping[str, Any], spec: str) -> dict[str, Any]:
         key, _, value = modifier.partition("=")
         if key in _FLAGS and not value:
             changed[_FLAGS[key][0]] = _FLAGS[key][1]
+        elif key == "limits" and value in LIMIT_MODELS:
+            changed["limits"] = value
         elif key in _VALUED and value:
             bound = parse_bound(value)
             if not isinstance(bound, float):
                 raise SimulationError(f"{spec}: {key} takes seconds (600, 30m, 12h, 2d), got {value}")
             changed[_VALUED[key]] = bound
         else:
-            raise SimulationError(f"{spec}: unknown modifier {modifier!r}; use {', '.join([*_FLAGS, *_VALUED])}")
+            raise SimulationError(f"{spec}: unknown modifier {modifier!r}; use {', '.join([*_FLAGS, *_VALUED, 'limits'])}")
     return changed
 
 

@@ -10,6 +10,7 @@ from scheduler.engine.types import PENDING, Job, Pod
 from scheduler.states import PreemptedPhase, phase_after_preemption
 
 from .ledger import JobClass, Ledger
+from .limits import time_limit
 from .model import JobOutcome
 from .policies import PolicySetup, fits_guarantee
 from .traces import Cluster, TraceJob, pod_resources
@@ -69,8 +70,10 @@ def build_jobs(
     ledger: Ledger,
     work: WorkModel,
     max_pod: int,
+    limits: str = "none",
 ) -> tuple[list[SimJob], dict[tuple, JobClass]]:
-    """Each job's engine view (pods split by `max_pod` GPUs), its class and its outcome record."""
+    """Each job's engine view (pods split by `max_pod` GPUs, its time limit by the `limits` model), its
+    class and its outcome record."""
     sims: list[SimJob] = []
     classes: dict[tuple, JobClass] = {}
     pods_cache: dict[tuple, tuple[Pod, ...]] = {}
@@ -90,7 +93,7 @@ def build_jobs(
             pods_cache[shape] = pods
         view = Job(
             name=job.name, quota=quota, pods=pods, priority=job.priority, idle=idle,
-            submitted_at=job.submit_s, phase=PENDING,
+            submitted_at=job.submit_s, phase=PENDING, time_limit_s=time_limit(limits, job.duration_s),
         )
         fits_key = (job.quota, job.gpus, job.gpu_type)
         if fits_key not in fits_cache:

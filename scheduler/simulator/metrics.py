@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from .limits import estimate_quality
 from .model import JobOutcome, ReplayResult
 
 SLOWDOWN_FLOOR_S = 10.0  # bounded slowdown: durations under this count as this
@@ -227,6 +228,7 @@ def figures(result: ReplayResult) -> dict:
         "gang_starvation": gang_starvation(quotas),
         "mean_jct_s": _round(sum(j.end_s - j.submit_s for j in finished) / len(finished)) if finished else None,
         "preemptions": result.preemptions,
+        "estimate_quality": estimate_quality(jobs) if config.limits != "none" else None,
         "preempted_jobs": sum(1 for job in jobs if job.preemptions),
         "demotions": result.demotions,
         "in_quota_preemptions": result.in_quota_preemptions,

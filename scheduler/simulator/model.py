@@ -31,11 +31,15 @@ class ReplayConfig:
     safe_point: bool = False  # give running borrowers their last checkpoint time (victim order)
     preempt_within: bool = False  # every quota's preempt_within (DESIGN §2b)
     name: str = ""  # the column's name in tables and reports (default: the policy)
+    limits: str = "none"  # §2d time limits given to the jobs (simulator/limits.py)
+    estimates: int = 200  # pending jobs per pool the engine estimates exactly, when jobs have limits
 
     def __post_init__(self) -> None:
         if self.cycle_s < 0 or self.grace_s < 0:
             raise ValueError("cycle and grace periods must not be negative")
         self.work_model()  # checks the checkpoint and restart settings
+        if self.limits not in ("none", "exact", "x2", "round") or self.estimates < 0:
+            raise ValueError("limits are none, exact, x2 or round, and estimates must not be negative")
         self.engine_policy()  # checks the policy values
 
     def engine_policy(self) -> Policy:
@@ -84,6 +88,9 @@ class JobOutcome:
     checkpoint_gpu_s: float = 0.0  # checkpoint saves
     restart_gpu_s: float = 0.0  # restart overhead of runs after a preemption
     grace_gpu_s: float = 0.0  # SIGTERM to exit of preempted runs
+    # §2d: the first start estimate the engine gave it (None: unknown), and when (None: never estimated)
+    estimated_start_s: float | None = None
+    estimate_made_s: float | None = None
 
     @property
     def wait_s(self) -> float | None:

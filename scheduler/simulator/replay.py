@@ -70,9 +70,12 @@ def replay(
 ) -> ReplayResult:
     """Replay `jobs` on `cluster` under `config.policy`; `engine` defaults to the production cycle."""
     if engine is None:
+        from functools import partial
+
         from scheduler.engine.cycle import run_cycle
 
-        engine = run_cycle
+        # §2d: the plan only when jobs have limits (without, every estimate would be unknown or now)
+        engine = partial(run_cycle, estimates=config.estimates if config.limits != "none" else 0)
     return _Replay(jobs, cluster, config, engine, progress).run()
 
 
@@ -102,7 +105,8 @@ class _Replay:
         self.quota_pool = {q.name: q.pool for q in self.quotas}
         paths = {q.name: tuple(p.name for p in quota_path(q.name, quotas_by_name)) for q in self.quotas}
         self.ledger = Ledger(self.nodes, self.quotas, paths)
-        self.sims, self.classes = build_jobs(jobs, self.setup, cluster, self.ledger, self.work, self.max_pod)
+        self.sims, self.classes = build_jobs(jobs, self.setup, cluster, self.ledger, self.work, self.max_pod,
+                                             config.limits)
         self.outcomes: list[JobOutcome] = [sim.out for sim in self.sims]
         self.by_name = {sim.out.name: sim for sim in self.sims}
         if len(self.by_name) != len(self.sims):
@@ -333,8 +337,17 @@ class _Replay:
             selected = [self.sims[i] for indexes in by_quota.values() for i in indexes]
             decisions = self._decide(selected)
         self.freed = False
+        self._note_estimates(decisions)
         self._apply(decisions)
         self.left_pending = {s.out.name for s in selected if s.state == states.QUEUED}
+
+    def _note_estimates(self, decisions: Decisions) -> None:
+        """§2d: each job's first estimate, made at the first cycle that saw it pending (simulator/limits.py)."""
+        now, by_name = self.now, self.by_name
+        for name, estimate in decisions.estimates.items():
+            out = by_name[name].out
+            if out.estimate_made_s is None and out.first_start_s is None:
+                out.estimate_made_s, out.estimated_start_s = now, estimate.start
 
     def _decide(self, selected: Sequence[SimJob]) -> Decisions:
         active = tuple(self._view(s) for s in self.active.values()) if self.config.safe_point else tuple(
@@ -367,7 +380,24 @@ class _Replay:
         for cls in self.nonempty.values():
             offered = self.ledger.offered(cls, self.now, self.config.starvation_s, self.config.starvation_hold)
             selected.extend(sims[index] for _, _, index in cls.queue[:offered])
+        if self.config.limits != "none":
+            selected.extend(self._to_estimate({s.index for s in selected}))
         return selected
+
+    def _to_estimate(self, chosen: set[int]) -> list[SimJob]:
+        """§2d: the first `estimates` pending jobs of each pool in pending order, which the engine plans, go
+        into the snapshot even when pruning would leave them out (more pending jobs than the bound never
+        change a decision: pruning only leaves out jobs that cannot be admitted)."""
+        depth = self.config.estimates
+        heads: dict[str, list[tuple[int, float, str, int]]] = {}
+        for cls in self.nonempty.values():
+            heads.setdefault(self.quota_pool[cls.quota], []).extend(
+                (-cls.priority, t, name, index) for t, name, index in cls.queue[:depth])
+        extra = []
+        for entries in heads.values():
+            entries.sort()
+            extra.extend(self.sims[index] for *_, index in entries[:depth] if index not in chosen)
+        return extra
 
     def _apply(self, decisions: Decisions) -> None:
         ledger = self.ledger
