@@ -10,7 +10,7 @@ started it, with the pod's real exit status:
   cgroups are taken back by name. It is no longer our child, so it is watched by polling /proc, and
   its exit status is the one its shell wrote to the exit file;
 - **a container** is found by its labels (`tidepool.job-uid`, `tidepool.pod-id`,
-  `tidepool.attempt`) and watched with `podman wait`, which works for any container, also one that
+  `tidepool.attempt`; container_procs.py) and watched with `podman wait`, which works for any container, also one that
   exited while no agent ran: its exit code (and OOM) is read back from Podman.
 
 Signals reach an adopted host pod's group only while something of it is alive: the kernel never
@@ -27,7 +27,6 @@ import time
 from typing import TYPE_CHECKING
 
 from scheduler.node.runtime.groups import live_group_members
-from scheduler.node.runtime.network import NETWORK_PREFIX
 from scheduler.node.runtime.sandbox import find_pod_processes, read_exit_file
 
 if TYPE_CHECKING:
@@ -117,25 +116,3 @@ def watch_adopted_host_pod(supervisor: PodSupervisor, proc: _Proc) -> None:
         reason = "killed by signal 9 (its shell left no exit status)"
     supervisor._report(proc, exit_code, reason)
 
-
-def find_container(supervisor, spec: PodSpec):  # (ContainerSupervisor, PodSpec) -> _ContainerProc | None
-    """`spec`'s container, running or exited, found by its labels; None when Podman has none."""
-    from scheduler.node.runtime import container  # lazily: container.py imports this module
-
-    labels = (("job-uid", spec.job_uid), ("pod-id", spec.pod_id), ("attempt", spec.attempt))
-    filters = [arg for key, value in labels for arg in ("--filter", f"label=tidepool.{key}={value}")]
-    listed = supervisor._podman("ps", "--all", *filters, "--format", "{{.Names}}")
-    names = listed.stdout.split()
-    if listed.returncode != 0 or not names:
-        return None
-    name = names[0]
-    state = supervisor._inspect_state(name)
-    network = "none"
-    if supervisor.config.network.mode == "job":
-        network = NETWORK_PREFIX + (spec.job_uid or f"job{spec.job_id}")
-    memory_root = supervisor._memory_cgroup_v1()
-    cgroup_dir = None if memory_root is None else os.path.join(memory_root, supervisor.config.cgroup_parent, name)
-    pid = int(state.get("Pid") or 0)
-    return container._ContainerProc(spec, name, pid, process_start_time(pid) if pid else time.time(), network,
-                                    cgroup_dir, container.memory_limit_bytes(spec, supervisor.config),
-                                    container._global_oom_kills())

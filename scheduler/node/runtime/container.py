@@ -48,7 +48,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from scheduler.node.runtime.adoption import find_container
+from scheduler.node.runtime.container_procs import (
+    _ContainerProc,
+    _global_oom_kills,
+    find_container,
+    memory_limit_bytes,
+)
 from scheduler.node.runtime.host_cgroups import limit_text
 from scheduler.node.runtime.network import JobNetworks, NetworkConfig, NetworkError, install_pod_firewall
 from scheduler.node.runtime.process import (
@@ -213,11 +218,6 @@ def container_environment(spec: PodSpec, master_addr: str | None = None, base: M
     return env
 
 
-def memory_limit_bytes(spec: PodSpec, config: ContainerConfig) -> int:
-    gib = spec.memory_gib if spec.memory_gib > 0 else config.default_memory_gib
-    return max(6 * 1024 * 1024, int(gib * _GIB))  # runc refuses less than 6 MiB
-
-
 def _bind_paths(spec: PodSpec) -> list[str]:
     paths = [os.path.dirname(spec.log_path), spec.workdir, spec.checkpoint_dir, *spec.mounts]
     seen: list[str] = []
@@ -277,28 +277,6 @@ def podman_run_args(
     args += [image, "/bin/sh", "-c", CONTAINER_WRAPPER, "tidepool-pod", _SHELL_PREAMBLE + spec.command,
              spec.exit_path or "/dev/null", spec.log_path]
     return args
-
-
-def _global_oom_kills() -> int:
-    try:
-        with open("/proc/vmstat") as f:
-            for line in f:
-                if line.startswith("oom_kill "):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-class _ContainerProc(_Proc):
-    def __init__(self, spec: PodSpec, name: str, pid: int, started_at: float, network: str,
-                 cgroup_dir: str | None, memory_bytes: int, oom_kills_at_start: int) -> None:
-        super().__init__(spec, None, started_at, pid=pid)
-        self.name = name
-        self.network = network
-        self.cgroup_dir = cgroup_dir  # the pod's parent memory cgroup (v1), or None
-        self.memory_bytes = memory_bytes
-        self.oom_kills_at_start = oom_kills_at_start
 
 
 class ContainerSupervisor(PodSupervisor):
@@ -392,7 +370,7 @@ class ContainerSupervisor(PodSupervisor):
         return _ContainerProc(spec, name, pid, time.time(), network, cgroup_dir, memory_limit_bytes(spec, self.config),
                               oom_kills)
 
-    _find = find_container  # a container left by the previous worker, by its labels (adoption.py)
+    _find = find_container  # a container left by the previous worker, by its labels (container_procs.py)
 
     def _container_pid(self, name: str) -> int:
         result = self._podman("inspect", "--format", "{{.State.Pid}}", name)
