@@ -99,6 +99,21 @@ def engine_quota(quota: ResourceQuota, names: dict[int, str]) -> engine.Quota:
     )
 
 
+# One pod of a job's full spec: (rank, role name, index in its role).
+Slot = tuple[int, str, int]
+
+
+def slots_of(pods_spec: Iterable[engine.Pod]) -> list[Slot]:
+    """Rank, role and index in the role of each pod of a job's full spec (role order, then index)."""
+    counters: dict[str, int] = {}
+    out = []
+    for rank, pod in enumerate(pods_spec):
+        index = counters.get(pod.role, 0)
+        counters[pod.role] = index + 1
+        out.append((rank, pod.role, index))
+    return out
+
+
 @dataclass
 class SnapshotIndex:
     """Maps the snapshot's names back to rows."""
@@ -107,5 +122,8 @@ class SnapshotIndex:
     live_pods: dict[int, list[Pod]] = field(default_factory=dict)  # job id -> live pods of its attempt
     nodes: dict[str, Node] = field(default_factory=dict)
     pods_of: dict[str, tuple[engine.Pod, ...]] = field(default_factory=dict)
+    # §2c: an elastic job's (rank, role, index in role) of each engine pod, and its elastic role (loop.snapshot_elastic)
+    slots: dict[str, list[tuple[int, str, int]]] = field(default_factory=dict)
+    elastic: dict[str, object] = field(default_factory=dict)
 
 

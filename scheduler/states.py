@@ -64,6 +64,7 @@ class PodOutcome(StrEnum):
     PREEMPTED = "preempted"  # its capacity was taken back (reclaim, drain, shutdown): not a failure
     STOPPED = "stopped"  # a person stopped it, or its maximum running time passed
     NOT_STARTED = "not-started"  # a pod of the attempt never started: the job is requeued (Job.stop_outcome)
+    SHRUNK = "shrunk"  # §2c: an extra pod of an elastic job reclaimed; the job keeps running (not a failure)
 
 
 POD_STATUS_OF_OUTCOME = {
@@ -71,6 +72,7 @@ POD_STATUS_OF_OUTCOME = {
     PodOutcome.FAILED: PodStatus.FAILED,
     PodOutcome.PREEMPTED: PodStatus.PREEMPTED,
     PodOutcome.STOPPED: PodStatus.STOPPED,
+    PodOutcome.SHRUNK: PodStatus.PREEMPTED,
 }
 
 
@@ -93,6 +95,8 @@ class EventKind(StrEnum):
     RESTARTING = "restarting"  # automatic restart after a backoff
     NOT_RESTARTED = "not-restarted"  # stays Preempted: fault tolerance off or no restarts left
     NODE_LOST = "node-lost"  # its node stopped heartbeating: its pods there failed (or never started)
+    SHRUNK = "shrunk"  # §2c: extra pods reclaimed; the job keeps running (neither a preemption nor a failure)
+    GREW = "grew"  # §2c: extra pods placed on idle resources
     IMAGE_WAIT = "image-wait"  # a pod waits for its image (unknown, pull refused): Pending, retried; not a failure
 
 

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from scheduler.engine import types as engine
 from scheduler.engine_rows import IDLE_MODE_TO_ENGINE, SnapshotIndex, engine_node, engine_quota, roles_by_job
+from scheduler.loop.snapshot_elastic import elastic_entries, elastic_roles
 from scheduler.models import Job, Node, Pod, PoolPolicy, ResourceQuota
 from scheduler.states import LIVE_POD_STATUSES, JobStatus, is_started, resumes_automatically
 
@@ -62,6 +63,7 @@ def build_snapshot(jobs: Sequence[Job], now: datetime) -> tuple[engine.Snapshot,
             live.setdefault(pod.job_id, []).append(pod)
     index.live_pods = live
     pods_by_job = roles_by_job(jobs)
+    elastic_of = elastic_roles(jobs)
 
     engine_jobs: list[engine.Job] = []
     for job in jobs:
@@ -77,7 +79,12 @@ def build_snapshot(jobs: Sequence[Job], now: datetime) -> tuple[engine.Snapshot,
             submitted_at=_seconds(job.queue_time) or 0.0,
         )
         job_live = live.get(job.pk, [])
-        if job_live:
+        role = elastic_of.get(job.pk)
+        if role is not None:  # §2c: base and extra pods
+            engine_jobs += elastic_entries(common, job, pods_spec, role, job_live, node_names, index,
+                                           running=is_started(job.status), queued=not job_live and _queued(job, now),
+                                           checkpointed_at=_checkpointed_at(job))
+        elif job_live:
             # Running jobs hold their pods' capacity; any other job with live pods (preempted,
             # stopping, failing) is terminating: its capacity is being released.
             running = is_started(job.status)

@@ -27,6 +27,7 @@ from scheduler.models.core import (
     cpu_to_milli,
     gib_to_mib,
 )
+from scheduler.models.elastic import JobResize
 
 __all__ = [
     "AllocationSample",
@@ -39,6 +40,7 @@ __all__ = [
     "Job",
     "JobEvent",
     "JobPreemption",
+    "JobResize",
     "JobRole",
     "JobType",
     "Node",

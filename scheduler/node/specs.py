@@ -35,12 +35,25 @@ def checkpoint_dir_here(job: Job) -> str:
     raise OSError(f"checkpoint directory {own} is outside the data roots this job may use")
 
 
+# Set by Tidepool for an elastic job's pods only: a job's own environment cannot make itself elastic.
+ELASTIC_VARIABLES = ("TIDEPOOL_MIN_PODS", "TIDEPOOL_MAX_PODS")
+
+
+def job_pod_count(job: Job) -> int:
+    """Pods of the job at its largest (an elastic role at its maximum)."""
+    return sum(role.pod_count for role in job.roles.all())
+
+
 def pod_spec(pod: Pod, job: Job, *, world_size: int, master_addr: str) -> PodSpec:
     """Raises OSError when one of the job's directories lies outside the roots it may use, or no
     MASTER_PORT is free (ports.NoFreePort): the pod never starts and its job is queued again."""
     workdir = job.code_mount or str(default_workdir(job))
     checkpoint_dir = checkpoint_dir_here(job)
-    env = dict(job.environment or {})
+    env = {key: value for key, value in (job.environment or {}).items() if key not in ELASTIC_VARIABLES}
+    elastic = next((r for r in job.roles.all() if r.min_pod_count is not None), None)
+    if elastic is not None:  # §2c: torchrun's elastic rendezvous (runtime/sandbox.launcher_environment)
+        env["TIDEPOOL_MIN_PODS"] = str(job_pod_count(job) - elastic.pod_count + elastic.min_pod_count)
+        env["TIDEPOOL_MAX_PODS"] = str(job_pod_count(job))
     if job.data_mount:
         env.setdefault("TIDEPOOL_DATA_DIR", job.data_mount)
     attempt_dir = pod_dir(job, pod.attempt)

@@ -82,6 +82,14 @@ def clean_roles(roles: Sequence[Mapping[str, Any]]) -> list[JobRole]:
             raise ValidationError(
                 {f"{prefix}.pod_count": f"A job has at most {validation.MAX_PODS_PER_JOB} instances in all roles."}
             )
+        low = role.get("min_pod_count")
+        if low not in (None, ""):  # §2c: an elastic role, `pod_count` its maximum
+            low = validation.whole_number(low, f"{prefix}.min_pod_count", low=1, high=count,
+                                          label="The minimum instance count")
+            if any(done.min_pod_count is not None for done in cleaned):
+                raise ValidationError({f"{prefix}.min_pod_count": "A job makes at most one role elastic."})
+        else:
+            low = None
         gpu_type = str(role.get("gpu_type") or "").strip()
         if gpu_type and validation.gpu_model_problem(gpu_type):
             raise ValidationError({f"{prefix}.gpu_type": validation.gpu_model_problem(gpu_type)})
@@ -90,6 +98,7 @@ def clean_roles(roles: Sequence[Mapping[str, Any]]) -> list[JobRole]:
                 order=i,
                 name=name,
                 pod_count=count,
+                min_pod_count=low,
                 gpu_type=gpu_type,
                 gpus=_role_gpus(role, prefix, name, cpu_only),
                 cpu_only=cpu_only,
@@ -265,6 +274,11 @@ def check_roles_fit(*, quota: ResourceQuota, roles: Sequence[Mapping[str, Any]],
     The console's form calls it also when other fields are wrong, so a pod larger than any node
     shows at its role's field beside them."""
     role_rows = clean_roles(roles)
+    for i, role in enumerate(role_rows):
+        if role.min_pod_count is not None and idle_mode == IdleMode.OFF:
+            raise ValidationError({f"roles[{i}].min_pod_count": (
+                "An elastic role (instances: min … max) needs Idle Resources acceptable or only: its instances "
+                "beyond the minimum always run on idle resources.")})
     nodes = engine_nodes_of_pool(quota.resource_type)
     check_fits_pool(quota=quota, roles=role_rows, nodes=nodes)  # first: a job no node holds needs no quota text
     check_fits_quota(quota=quota, roles=role_rows, idle_mode=idle_mode, nodes=nodes)

@@ -147,7 +147,9 @@ def _settle(job: Job) -> None:
         return
     now = timezone.now()
     if is_started(job.status) and job.stop_outcome != PodOutcome.FAILED:
-        unfinished = job.pods.filter(attempt=job.attempt).exclude(status=PodStatus.SUCCEEDED).count()
+        # Pods a shrink took away (§2c) ended on purpose: the job went on without them.
+        unfinished = job.pods.filter(attempt=job.attempt).exclude(status=PodStatus.SUCCEEDED).exclude(
+            terminate_requested=PodOutcome.SHRUNK).count()
         if unfinished:
             # Pods ended without finishing and nobody asked the job to stop: a failed attempt.
             job.stop_outcome = PodOutcome.FAILED

@@ -23,6 +23,7 @@ from scheduler.models import AllocationSample, Job, JobEvent, JobPreemption, Nod
 from scheduler.publish import publish_cluster_change_on_commit, publish_jobs_changed_on_commit
 from scheduler.selectors import allocation_by_quota
 from scheduler.services.bulk import in_ids, insert_rows, insert_values, set_column
+from scheduler.services.elastic import apply_resizes
 from scheduler.services.events import job_event
 from scheduler.services.lifecycle import job_preempt
 from scheduler.states import LIVE_POD_STATUSES, EventKind, JobStatus, check_job_transition
@@ -73,11 +74,13 @@ def cycle_apply(*, decisions: Decisions, index: SnapshotIndex, now: datetime) ->
     _apply_nominations(decisions, index, changed)
     _apply_promotions(decisions, index, changed)
     _apply_demotions(decisions, index, changed)
+    launches += apply_resizes(decisions, index, now, changed)  # §2c: shrinks and growths
     _apply_pending(decisions, index, changed)
     if launches:
         transaction.on_commit(lambda: get_executor().launch(launches))
     publish_jobs_changed_on_commit([(job.pk, job.workspace_id) for job in changed])
-    if decisions.admitted or decisions.preempted or decisions.promoted or decisions.demoted:
+    if (decisions.admitted or decisions.preempted or decisions.promoted or decisions.demoted or decisions.shrunk
+            or decisions.grown):
         publish_cluster_change_on_commit()
     return launches
 
@@ -105,11 +108,15 @@ def _place_pods(job: Job, key: str, nodes: tuple[str, ...], index: SnapshotIndex
     """The pods of one admitted job, each on its node with the lowest free GPU indices there."""
     pods: list[Pod] = []
     role_counter: dict[str, int] = defaultdict(int)
-    for rank, (spec, node_name) in enumerate(zip(index.pods_of[key], nodes, strict=True)):
+    slots = index.slots.get(key)  # §2c: an elastic job's base, with each pod's rank and index in its role
+    specs = index.pods_of[key] if slots is None else [index.pods_of[key][rank] for rank, _, _ in slots]
+    for position, (spec, node_name) in enumerate(zip(specs, nodes, strict=True)):
         node = index.nodes[node_name]
         take = free_indices[node.pk][: spec.gpus]
         del free_indices[node.pk][: spec.gpus]
-        pods.append(Pod(job=job, role=spec.role, index=role_counter[spec.role], rank=rank, attempt=job.attempt,
+        rank, role_index = (position, role_counter[spec.role]) if slots is None else (slots[position][0],
+                                                                                      slots[position][2])
+        pods.append(Pod(job=job, role=spec.role, index=role_index, rank=rank, attempt=job.attempt,
                         node=node, gpu_indices=take))
         role_counter[spec.role] += 1
     return pods
