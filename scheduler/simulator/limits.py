@@ -21,9 +21,16 @@ first start; jobs with no estimate (unknown) count as misses.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from .model import JobOutcome
+
+if TYPE_CHECKING:
+    from scheduler.engine.types import Decisions
+
+    from .jobs import SimJob
+    from .ledger import JobClass
 
 LIMIT_MODELS = ("none", "exact", "x2", "round")
 ROUND_LIMITS_S = tuple(float(s) for s in (900, 1800, 3600, 7200, 4 * 3600, 8 * 3600, 12 * 3600, 86400,
@@ -72,3 +79,26 @@ def estimate_quality(outcomes: Iterable[JobOutcome]) -> dict:
         "unknown": unknown,
         "median_error_s": round(errors[len(errors) // 2], 1) if errors else None,
     }
+
+
+def note_first_estimates(decisions: Decisions, by_name: Mapping[str, SimJob], now: float) -> None:
+    """Each job's first estimate, made at the first cycle that saw it pending."""
+    for name, estimate in decisions.estimates.items():
+        out = by_name[name].out
+        if out.estimate_made_s is None and out.first_start_s is None:
+            out.estimate_made_s, out.estimated_start_s = now, estimate.start
+
+
+def estimate_heads(classes: Iterable[JobClass], quota_pool: Mapping[str, str], depth: int) -> list[int]:
+    """The job indexes of the first `depth` pending jobs of each pool in pending order: the ones the engine
+    plans, which go into a replay's snapshot even when pruning would leave them out (more pending jobs
+    than pruning's bound never change a decision: it only leaves out jobs that cannot be admitted)."""
+    heads: dict[str, list[tuple[int, float, str, int]]] = {}
+    for cls in classes:
+        heads.setdefault(quota_pool[cls.quota], []).extend(
+            (-cls.priority, t, name, index) for t, name, index in cls.queue[:depth])
+    chosen: list[int] = []
+    for entries in heads.values():
+        entries.sort()
+        chosen.extend(index for *_, index in entries[:depth])
+    return chosen

@@ -32,6 +32,7 @@ import time
 from bisect import bisect_left, insort
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 
 from scheduler.engine.types import (
     NOMINATED,
@@ -48,6 +49,7 @@ from . import fifo
 from . import jobs as states
 from .jobs import SimJob, build_jobs
 from .ledger import JobClass, Ledger
+from .limits import estimate_heads, note_first_estimates
 from .model import JobOutcome, ReplayConfig, ReplayResult
 from .policies import FIFO, PolicySetup, build_policy, quota_path
 from .traces import Cluster, TraceJob
@@ -61,33 +63,19 @@ _COMPLETE, _EXIT, _ARRIVE = 0, 1, 2
 __all__ = ["Engine", "JobOutcome", "ReplayConfig", "ReplayResult", "replay"]
 
 
-def replay(
-    jobs: Sequence[TraceJob],
-    cluster: Cluster,
-    config: ReplayConfig,
-    engine: Engine | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> ReplayResult:
+def replay(jobs: Sequence[TraceJob], cluster: Cluster, config: ReplayConfig, engine: Engine | None = None,
+           progress: Callable[[str], None] | None = None) -> ReplayResult:
     """Replay `jobs` on `cluster` under `config.policy`; `engine` defaults to the production cycle."""
     if engine is None:
-        from functools import partial
-
         from scheduler.engine.cycle import run_cycle
 
-        # §2d: the plan only when jobs have limits (without, every estimate would be unknown or now)
-        engine = partial(run_cycle, estimates=config.estimates if config.limits != "none" else 0)
+        engine = partial(run_cycle, estimates=config.estimates if config.limits != "none" else 0)  # §2d: with limits
     return _Replay(jobs, cluster, config, engine, progress).run()
 
 
 class _Replay:
-    def __init__(
-        self,
-        jobs: Sequence[TraceJob],
-        cluster: Cluster,
-        config: ReplayConfig,
-        engine: Engine,
-        progress: Callable[[str], None] | None,
-    ) -> None:
+    def __init__(self, jobs: Sequence[TraceJob], cluster: Cluster, config: ReplayConfig, engine: Engine,
+                 progress: Callable[[str], None] | None) -> None:
         self.config = config
         self.work = config.work_model()
         self.engine = engine
@@ -337,17 +325,9 @@ class _Replay:
             selected = [self.sims[i] for indexes in by_quota.values() for i in indexes]
             decisions = self._decide(selected)
         self.freed = False
-        self._note_estimates(decisions)
+        note_first_estimates(decisions, self.by_name, self.now)
         self._apply(decisions)
         self.left_pending = {s.out.name for s in selected if s.state == states.QUEUED}
-
-    def _note_estimates(self, decisions: Decisions) -> None:
-        """§2d: each job's first estimate, made at the first cycle that saw it pending (simulator/limits.py)."""
-        now, by_name = self.now, self.by_name
-        for name, estimate in decisions.estimates.items():
-            out = by_name[name].out
-            if out.estimate_made_s is None and out.first_start_s is None:
-                out.estimate_made_s, out.estimated_start_s = now, estimate.start
 
     def _decide(self, selected: Sequence[SimJob]) -> Decisions:
         active = tuple(self._view(s) for s in self.active.values()) if self.config.safe_point else tuple(
@@ -381,23 +361,10 @@ class _Replay:
             offered = self.ledger.offered(cls, self.now, self.config.starvation_s, self.config.starvation_hold)
             selected.extend(sims[index] for _, _, index in cls.queue[:offered])
         if self.config.limits != "none":
-            selected.extend(self._to_estimate({s.index for s in selected}))
+            chosen = {s.index for s in selected}
+            selected.extend(sims[i] for i in estimate_heads(self.nonempty.values(), self.quota_pool,
+                                                            self.config.estimates) if i not in chosen)
         return selected
-
-    def _to_estimate(self, chosen: set[int]) -> list[SimJob]:
-        """§2d: the first `estimates` pending jobs of each pool in pending order, which the engine plans, go
-        into the snapshot even when pruning would leave them out (more pending jobs than the bound never
-        change a decision: pruning only leaves out jobs that cannot be admitted)."""
-        depth = self.config.estimates
-        heads: dict[str, list[tuple[int, float, str, int]]] = {}
-        for cls in self.nonempty.values():
-            heads.setdefault(self.quota_pool[cls.quota], []).extend(
-                (-cls.priority, t, name, index) for t, name, index in cls.queue[:depth])
-        extra = []
-        for entries in heads.values():
-            entries.sort()
-            extra.extend(self.sims[index] for *_, index in entries[:depth] if index not in chosen)
-        return extra
 
     def _apply(self, decisions: Decisions) -> None:
         ledger = self.ledger
