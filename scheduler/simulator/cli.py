@@ -175,12 +175,8 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
                 notes.add(note)
         for line in format_table(all_figures):
             write(line)
-        for policy, figures in all_figures.items():
-            quality = figures.get("estimate_quality")
-            if quality:
-                write(f"estimates [{policy}]: {quality['within']:,} of {quality['judged']:,} jobs that waited 10 min "
-                      f"or more within 25 % of their wait or 15 min ({quality['within_share']}); "
-                      f"{quality['unknown']:,} unknown; median error {quality['median_error_s']} s")
+        for line in _estimate_lines(all_figures):
+            write(line)
         checks = issue_targets(all_figures)
         if checks is not None:
             write(_targets_line(checks))
@@ -278,6 +274,15 @@ def variant_options(options: Mapping[str, Any], spec: str) -> dict[str, Any]:
         else:
             raise SimulationError(f"{spec}: unknown modifier {modifier!r}; use {', '.join([*_FLAGS, *_VALUED, 'limits'])}")
     return changed
+
+
+def _estimate_lines(all_figures: Mapping[str, dict]) -> list[str]:
+    """§2d: how good each column's start estimates were (columns with time limits only)."""
+    return [
+        f"estimates [{policy}]: {q['within']:,} of {q['judged']:,} jobs that waited 10 min or more within 25 % "
+        f"of their wait or 15 min ({q['within_share']}); {q['unknown']:,} unknown; median error {q['median_error_s']} s"
+        for policy, figures in all_figures.items() if (q := figures.get("estimate_quality"))
+    ]
 
 
 def _starved_text(options: Mapping[str, Any]) -> str:
