@@ -1,4 +1,4 @@
-"""`tidepool` commands: login, submit, jobs, get, logs, stop, restart, quotas, nodes (docs/cli.md)."""
+"""`tidepool` commands: login, submit, jobs, get, logs, stop, restart, quotas, nodes, drain (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import getpass
 import json
 import os
 import sys
+import urllib.parse
 import uuid
 from pathlib import Path
 from typing import Any
@@ -216,13 +217,28 @@ def cmd_quotas(args: argparse.Namespace) -> int:
     return OK
 
 
+NODE_COLUMNS = ("name", "resource_type", "gpu_type", "gpu_count", "gpus_used", "state")
+
+
+def _node_state(node: dict[str, Any]) -> dict[str, Any]:
+    node["state"] = "lost" if node["lost"] else "draining" if node["draining"] else (
+        "ready" if node["schedulable"] else "cordoned")
+    return node
+
+
 def cmd_nodes(args: argparse.Namespace) -> int:
     nodes = Api(load_config()).get("nodes/")
     if args.output != "table":
         emit(args, nodes)
         return OK
-    for node in nodes:
-        node["state"] = "lost" if node["lost"] else "draining" if node["draining"] else (
-            "ready" if node["schedulable"] else "cordoned")
-    print_table(nodes, ("name", "resource_type", "gpu_type", "gpu_count", "gpus_used", "state"))
+    print_table([_node_state(node) for node in nodes], NODE_COLUMNS)
+    return OK
+
+
+def cmd_drain(args: argparse.Namespace) -> int:
+    node = Api(load_config()).call("POST", f"nodes/{urllib.parse.quote(args.node, safe='')}/drain/")
+    if args.output != "table":
+        emit(args, node)
+        return OK
+    print_table([_node_state(node)], NODE_COLUMNS)
     return OK

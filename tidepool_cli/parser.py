@@ -87,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("quotas", parents=[common], help="the quota tree with use").set_defaults(run=m.cmd_quotas)
     sub.add_parser("nodes", parents=[common], help="nodes and their GPUs").set_defaults(run=m.cmd_nodes)
+    drain = sub.add_parser("drain", parents=[common], help="drain a node (staff): cordon it, its jobs are preempted "
+                           "with their grace period and restart elsewhere")
+    drain.add_argument("node", help="the node's name")
+    drain.set_defaults(run=m.cmd_drain)
     return parser
 
 

@@ -77,7 +77,8 @@ def node_register(
         node.last_heartbeat = timezone.now()
         node.lost = False
         node.draining = False
-        if node.worker_drained:  # cordoned only by its own worker's drain: back in service
+        # Cordoned only by the drain an older worker did as it stopped (before adoption): back in service.
+        if node.worker_drained:
             node.schedulable = True
             node.worker_drained = False
     node.save()
@@ -111,14 +112,14 @@ def node_set_schedulable(*, node: Node, schedulable: bool) -> Node:
 
 
 @transaction.atomic
-def node_drain(*, node: Node, by_worker: bool = False) -> Node:
+def node_drain(*, node: Node) -> Node:
     """Cordon the node and restart its jobs elsewhere (their pods get SIGTERM and a grace period).
 
-    `by_worker`: the node's own worker drains as it stops; its next registration uncordons the
-    node, unless it was already cordoned (by a person) or a person cordons it meanwhile.
+    An explicit action (the Nodes page, `POST /api/v1/nodes/<name>/drain/`, `tidepool drain`): a
+    node worker that stops never drains its node, its pods run on for the next one to adopt.
     """
     node = Node.objects.select_for_update().get(pk=node.pk)
-    node.worker_drained = by_worker and (node.schedulable or node.worker_drained)
+    node.worker_drained = False  # a person drained it: the worker's next registration keeps it cordoned
     node.schedulable = False
     node.draining = True
     node.save(update_fields=["schedulable", "draining", "worker_drained"])

@@ -207,3 +207,19 @@ def test_a_job_reference_with_other_digits_is_a_name_not_a_crash(monkeypatch) ->
     with pytest.raises(client.CliError) as refused:
         api.job_id("²")
     assert refused.value.code == 4
+
+
+def test_drain_posts_to_the_nodes_drain_and_prints_its_state(monkeypatch, capsys) -> None:
+    save_config(Config(server="http://x", token="t"))
+    asked: list[tuple[str, str]] = []
+
+    def urlopen(request, timeout):
+        asked.append((request.get_method(), request.full_url))
+        return FakeResponse(json.dumps({"name": "gpu 03", "resource_type": "general", "gpu_type": "A100",
+                                        "gpu_count": 8, "gpus_used": 4, "schedulable": False, "draining": True,
+                                        "lost": False}).encode())
+
+    monkeypatch.setattr(client.urllib.request, "urlopen", urlopen)
+    assert run(["drain", "gpu 03"]) == 0
+    assert asked == [("POST", "http://x/api/v1/nodes/gpu%2003/drain/")]
+    assert "draining" in capsys.readouterr().out

@@ -123,9 +123,9 @@ def test_a_warm_worker_restart_leaves_the_node_schedulable(cluster):
     workers["node-a"] = start_worker("node-a", env, tmp_path)
     registered = Node.objects.filter(name="node-a", last_heartbeat__isnull=False, schedulable=True)
     wait_for(registered.exists, 60, "the worker to register its node")
-    stop_workers(workers)  # SIGTERM: drains, the node is cordoned meanwhile
+    stop_workers(workers)  # SIGTERM: the worker stops; it does not drain its node
     node = Node.objects.get(name="node-a")
-    assert (node.schedulable, node.worker_drained) == (False, True)
+    assert (node.schedulable, node.draining, node.worker_drained) == (True, False, False)
     before = node.last_heartbeat
     workers["node-a"] = start_worker("node-a", env, tmp_path)
     wait_for(lambda: Node.objects.get(name="node-a").last_heartbeat != before, 60, "the worker to register again")

@@ -69,19 +69,19 @@ def register(name: str) -> Node:
     return node_register(name=name, gpu_type="A100", gpu_count=8, cpu=8, memory_gib=64, heartbeat=True)
 
 
-def test_a_workers_own_drain_is_undone_when_it_registers_again():
-    node = register("gpu-1")
-    node_drain(node=node, by_worker=True)
-    assert not Node.objects.get(pk=node.pk).schedulable
+def test_a_node_an_older_worker_drained_as_it_stopped_is_uncordoned_when_it_registers_again():
+    node = register("gpu-1")  # before adoption, a stopping worker drained its node and marked it so
+    Node.objects.filter(pk=node.pk).update(schedulable=False, draining=True, worker_drained=True)
     assert register("gpu-1").schedulable
 
 
-def test_a_persons_cordon_survives_the_workers_drain_and_registration():
+def test_an_explicit_drain_survives_the_workers_registration():
     node = register("gpu-1")
-    node_set_schedulable(node=node, schedulable=False)
-    node_drain(node=node, by_worker=True)
+    node_drain(node=node)
     assert not register("gpu-1").schedulable
     node = register("gpu-2")
-    node_drain(node=node, by_worker=True)
-    node_set_schedulable(node=node, schedulable=False)  # cordoned by a person while drained
+    Node.objects.filter(pk=node.pk).update(schedulable=False, worker_drained=True)
+    node_drain(node=Node.objects.get(pk=node.pk))  # a person drained it after an older worker's drain
     assert not register("gpu-2").schedulable
+    node_set_schedulable(node=register("gpu-3"), schedulable=False)  # a person's cordon
+    assert not register("gpu-3").schedulable

@@ -1,12 +1,13 @@
-"""/api/v1/ quotas, nodes, workspaces, pools and the caller: reads only (staff change quotas, nodes
-and pools on the console's pages)."""
+"""/api/v1/ quotas, nodes, workspaces, pools and the caller: reads, and a node's drain for staff
+(staff change quotas and pools, and cordon nodes, on the console's pages)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,8 +15,10 @@ from rest_framework.views import APIView
 from scheduler.api.v1 import serializers as s
 from scheduler.api.v1.auth import BearerTokenAuthentication
 from scheduler.api.v1.views import V1, _errors
+from scheduler.models import Node
 from scheduler.selectors import node_grid, quota_tree, user_workspaces
 from scheduler.selectors.pools import pool_policy_rows
+from scheduler.services.nodes import node_drain
 
 
 def _quota_rows(pk: int | None = None) -> Any:
@@ -49,6 +52,26 @@ class NodeListView(V1, APIView):
                    summary="Nodes with their GPUs and the job on each (names only of jobs the caller may see)")
     def get(self, request: Request) -> Response:
         return Response(s.NodeSerializer(node_grid(user=request.user), many=True).data)
+
+
+class NodeDrainView(V1, APIView):
+    @extend_schema(request=None,
+                   parameters=[OpenApiParameter("name", str, OpenApiParameter.PATH, description="The node's name.")],
+                   responses={200: s.NodeSerializer, **_errors(401),
+                              403: OpenApiResponse(s.ErrorSerializer, description="The caller is not staff (or a "
+                                                   "session request came without a CSRF token)."),
+                              404: OpenApiResponse(s.ErrorSerializer, description="No node of that name.")},
+                   summary="Drain a node (staff): cordon it; its jobs are preempted with their grace period and "
+                           "restart elsewhere")
+    def post(self, request: Request, name: str) -> Response:
+        if not request.user.is_staff:
+            raise PermissionDenied("Draining a node is for staff (the console's Nodes page shows who is).")
+        node = Node.objects.filter(name=name).first()
+        if node is None:
+            raise Http404
+        node_drain(node=node)
+        row = next(row for row in node_grid(user=request.user) if row.node.pk == node.pk)
+        return Response(s.NodeSerializer(row).data)
 
 
 class WorkspaceListView(V1, APIView):

@@ -19,6 +19,7 @@ urlpatterns = [
     path("quotas/", cluster.QuotaListView.as_view(), name="quotas"),
     path("quotas/<int:pk>/", cluster.QuotaDetailView.as_view(), name="quota"),
     path("nodes/", cluster.NodeListView.as_view(), name="nodes"),
+    path("nodes/<str:name>/drain/", cluster.NodeDrainView.as_view(), name="node_drain"),
     path("workspaces/", cluster.WorkspaceListView.as_view(), name="workspaces"),
     path("pools/", cluster.PoolListView.as_view(), name="pools"),
     path("me/", cluster.MeView.as_view(), name="me"),
