@@ -227,6 +227,10 @@ class RoleForm(forms.Form):
 
     name = forms.CharField(max_length=v.NAME_LENGTHS["role"], initial="worker")
     pod_count = AsciiIntegerField(label="Instances", min_value=1, max_value=v.MAX_PODS_PER_JOB, initial=1)
+    min_pod_count = AsciiIntegerField(
+        label="Elastic: at least", required=False, min_value=1, max_value=v.MAX_PODS_PER_JOB,
+        help_text="Instances: min … max. Empty: exactly Instances. The job starts with the minimum and grows onto "
+        "idle GPUs; an owner takes back the instances beyond it (the job keeps running). Needs idle resources.")
     gpu_type = forms.ChoiceField(label="GPU model", required=False)
     gpus = AsciiIntegerField(label="GPUs", min_value=0, max_value=v.MAX_GPUS_PER_POD, initial=1,
                              help_text="Per instance: at least 1, or 0 CPU-only.")
@@ -253,8 +257,8 @@ class RoleForm(forms.Form):
 
     def as_service_role(self) -> dict[str, Any]:
         data = self.cleaned_data
-        return {key: data[key] for key in ("name", "pod_count", "gpu_type", "gpus", "cpu_only", "cpu", "memory_gib",
-                                           "shared_memory_gib")}
+        return {key: data.get(key) for key in ("name", "pod_count", "min_pod_count", "gpu_type", "gpus", "cpu_only",
+                                               "cpu", "memory_gib", "shared_memory_gib")}
 
 
 class BaseRoleFormSet(BaseFormSet):

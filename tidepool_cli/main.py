@@ -105,8 +105,8 @@ def submission(args: argparse.Namespace) -> dict[str, Any]:
                 raise CliError(f"environment: {item!r} is not NAME=value", USAGE)
             env[key] = value
         body["environment"] = env
-    role_flags = {"name": args.role, "pod_count": args.pods, "gpus": args.gpus, "gpu_type": args.gpu_type,
-                  "cpu": args.cpu, "memory_gib": args.memory_gib}
+    role_flags = {"name": args.role, "pod_count": args.pods, "min_pod_count": args.min_pods, "gpus": args.gpus,
+                  "gpu_type": args.gpu_type, "cpu": args.cpu, "memory_gib": args.memory_gib}
     if any(v is not None for v in role_flags.values()):
         roles = body.get("roles") or [{}]
         if len(roles) != 1:

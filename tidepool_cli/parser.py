@@ -47,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--workspace")
     submit.add_argument("--quota")
     submit.add_argument("--role", help="role name (default worker)")
-    submit.add_argument("--pods", type=whole_number, help="pods of the role")
+    submit.add_argument("--pods", type=whole_number, help="pods of the role (an elastic role's maximum)")
+    submit.add_argument("--min-pods", type=whole_number,
+                        help="elastic role (DESIGN §2c): its minimum pods; needs --idle-mode acceptable or only")
     submit.add_argument("--gpus", type=whole_number, help="GPUs per pod")
     submit.add_argument("--gpu-type")
     submit.add_argument("--cpu", type=number, help="CPU cores per pod")

@@ -110,6 +110,24 @@ def job_nodes(job: Job) -> list[str]:
 
 
 @register.filter
+def elastic_pods(job: Job) -> str:
+    """An elastic job's size (DESIGN §2c): "3 of 2–8 pods" (pods running now, of its minimum–maximum); "" for a
+    plain job. Pods a shrink is taking away no longer count."""
+    roles = list(job.roles.all())
+    elastic = next((role for role in roles if role.min_pod_count is not None), None)
+    if elastic is None:
+        return ""
+    most = sum(role.pod_count for role in roles)
+    least = most - elastic.pod_count + elastic.min_pod_count
+    pods = getattr(job, "current_pods", None)
+    if pods is None:
+        pods = list(job.pods.filter(attempt=job.attempt))
+    running = 0 if job.is_waiting else sum(
+        1 for pod in pods if pod.attempt == job.attempt and pod.is_live and not pod.terminate_requested)
+    return f"{running} of {least}–{most} pods"
+
+
+@register.filter
 def gpu_counts(value: Mapping[str, int] | None) -> str:
     if not value:
         return "—"

@@ -23,7 +23,12 @@ COMMON = {
     "cpu": "CPU cores per pod.",
     "memory_gib": "Memory per pod, GiB.",
     "shared_memory_gib": "Shared memory (/dev/shm) per pod, GiB.",
-    "pod_count": "Number of pods of the role.",
+    "pod_count": "Number of pods of the role (an elastic role's maximum).",
+    "min_pod_count": "Elastic role (DESIGN §2c): its minimum pods; null: exactly pod_count. Needs idle_mode "
+                     "acceptable or only.",
+    "shrink_count": "Times extra pods of this elastic job were reclaimed while it kept running (not preemptions).",
+    "grow_count": "Times this elastic job grew onto idle resources.",
+    "resized_at": "Its last shrink or growth in this attempt (null: none).",
     "attempt": "Admission number: increments each time the job is admitted; pods carry theirs.",
     "started_at": "When it started running (null: not yet).",
     "finished_at": "When it finished (null: not yet).",

@@ -53,6 +53,7 @@ class GpuCellSerializer(serializers.Serializer):
 class RoleSerializer(serializers.Serializer):
     name = serializers.CharField()
     pod_count = serializers.IntegerField()
+    min_pod_count = serializers.IntegerField(allow_null=True)
     gpu_type = serializers.CharField(allow_blank=True)
     gpus = serializers.IntegerField()
     cpu = serializers.DecimalField(max_digits=10, decimal_places=3, coerce_to_string=False)
@@ -82,6 +83,9 @@ class JobSerializer(serializers.Serializer):
     restart_count = serializers.IntegerField()
     max_restarts = serializers.IntegerField()
     preemption_count = serializers.IntegerField()
+    shrink_count = serializers.IntegerField()
+    grow_count = serializers.IntegerField()
+    resized_at = serializers.DateTimeField(allow_null=True)
     resumes_automatically = serializers.BooleanField()
     grace_seconds = serializers.SerializerMethodField()
     run_seconds = serializers.SerializerMethodField()
@@ -194,6 +198,7 @@ def _name_validator(kind: str):
 class RoleInputSerializer(serializers.Serializer):
     name = TextField(max_length=v.NAME_LENGTHS["role"], default="worker", validators=[_name_validator("role")])
     pod_count = StrictIntegerField(default=1, min_value=1, max_value=v.MAX_PODS_PER_JOB)
+    min_pod_count = StrictIntegerField(allow_null=True, default=None, min_value=1, max_value=v.MAX_PODS_PER_JOB)
     gpu_type = TextField(max_length=v.MAX_GPU_MODEL_CHARS, allow_blank=True, default="")
     # None: 1, or 0 for a CPU-only role
     gpus = StrictIntegerField(allow_null=True, default=None, min_value=0, max_value=v.MAX_GPUS_PER_POD)
