@@ -92,8 +92,10 @@ def elastic_entries(common: dict, job: Job, pods_spec: Sequence[engine.Pod], rol
     key = common["name"]
     index.elastic[key] = role
     if live:
+        # A resize of an earlier attempt is no resize of this run (admission starts a new one).
+        resized = job.resized_at if job.resized_at and job.started_at and job.resized_at >= job.started_at else None
         jobs, index.slots[key] = live_elastic(common, job, pods_spec, role, live, node_names, running=running,
-                                              seconds=resized_seconds(job.resized_at), checkpointed_at=checkpointed_at)
+                                              seconds=resized_seconds(resized), checkpointed_at=checkpointed_at)
         return jobs
     if not queued:
         return []

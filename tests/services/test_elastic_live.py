@@ -140,3 +140,22 @@ def test_an_elastic_role_needs_idle_resources(cluster):
     with pytest.raises(ValidationError) as refused:
         submit(cluster, "ben", "elastic", [dict(ELASTIC[0], min_pod_count=5)], idle_mode="only")
     assert "roles[0].min_pod_count" in refused.value.message_dict
+
+
+def test_a_resize_of_an_earlier_attempt_is_not_this_runs_start(cluster, recording_executor):
+    from scheduler.loop.snapshot import build_snapshot
+
+    now = timezone.now()
+    elastic = submit(cluster, "ben", "elastic", ELASTIC, idle_mode="only")
+    schedule_once(now)
+    start(elastic)
+    elastic.refresh_from_db()
+    elastic.resized_at = elastic.started_at - timedelta(seconds=50)  # left by the previous attempt
+    elastic.save()
+    snapshot, _index = build_snapshot(list(Job.objects.filter(pk=elastic.pk)), now)
+    (shown,) = snapshot.jobs
+    assert shown.elastic.resized_at is None and shown.run_started_at == elastic.started_at.timestamp()
+    elastic.resized_at = elastic.started_at + timedelta(seconds=5)
+    elastic.save()
+    (shown,) = build_snapshot(list(Job.objects.filter(pk=elastic.pk)), now)[0].jobs
+    assert shown.run_started_at == elastic.resized_at.timestamp()
