@@ -32,7 +32,8 @@ def pool_policies() -> dict[str, engine.Policy]:
         row.resource_type: engine.Policy(idle_share=row.idle_share, min_runtime_s=float(row.min_runtime_s),
                                          starvation_s=float(row.starvation_s),
                                          starvation_hold=bool(row.starvation_hold),
-                                         starved_min_runtime_s=float(row.starved_min_runtime_s))
+                                         starved_min_runtime_s=float(row.starved_min_runtime_s),
+                                         default_time_limit_s=float(row.default_time_limit_s))
         for row in PoolPolicy.objects.all()
     }
 
@@ -77,6 +78,8 @@ def build_snapshot(jobs: Sequence[Job], now: datetime) -> tuple[engine.Snapshot,
             priority=job.priority,
             idle=IDLE_MODE_TO_ENGINE[job.idle_mode],
             submitted_at=_seconds(job.queue_time) or 0.0,
+            # §2d: the maximum running time is the time limit (None: the pool's default, if any)
+            time_limit_s=60.0 * job.max_running_minutes if job.max_running_minutes else None,
         )
         job_live = live.get(job.pk, [])
         role = elastic_of.get(job.pk)

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from scheduler import states
 from scheduler.engine.types import CPU, MEMORY, gpu_key
+from scheduler.models.time_limits import JobTimeLimits, PoolTimeLimits
 from scheduler.states import (
     LIVE_POD_STATUSES,
     JobStatus,
@@ -181,7 +182,7 @@ REQUEUED_PREEMPTED = models.Q(
 )
 
 
-class Job(models.Model):
+class Job(JobTimeLimits):
     name = models.SlugField(max_length=100)
     # Names the job's directories (scheduler/paths.py) and its processes: unlike the id, never
     # reused, even after a database reset.
@@ -456,7 +457,7 @@ class AllocationSample(models.Model):
 # API v1 (docs/api.md): personal tokens, idempotent submissions, GPU samples -------------------
 
 
-class PoolPolicy(models.Model):
+class PoolPolicy(PoolTimeLimits):
     """A pool's opt-in scheduling policies (DESIGN §2b); a pool without a row uses the defaults, §2's rules."""
 
     class IdleShare(models.TextChoices):

@@ -9,7 +9,7 @@ told which jobs changed.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
 from django.db.models import F
@@ -232,6 +232,31 @@ def _apply_pending(decisions: Decisions, index: SnapshotIndex, changed: list[Job
                                                       waiting_reason_code=code)
     if renominated:
         Job.objects.filter(pk__in=in_ids(renominated)).update(nominated_nodes=None)
+    _store_estimates(decisions, index, changed)
+
+
+def _store_estimates(decisions: Decisions, index: SnapshotIndex, changed: list[Job]) -> None:
+    """DESIGN §2d: each pending job's start estimate (to the second) or why it has none, written only when
+    it changed: one UPDATE per distinct value (few: only the first jobs of a pool get a time)."""
+    by_value: dict[tuple[datetime | None, str], list[int]] = defaultdict(list)
+    told = {job.pk for job in changed}  # the live list hears of each changed job once
+    for key in decisions.pending:
+        job = index.jobs[key]
+        estimate = decisions.estimates.get(key)
+        if estimate is None:  # no plan this cycle (no time): nothing to say
+            value: tuple[datetime | None, str] = (None, "")
+        elif estimate.start is None:
+            value = (None, estimate.unknown or "")
+        else:
+            value = (datetime.fromtimestamp(round(estimate.start), tz=UTC), "")
+        if (job.estimated_start_at, job.estimate_unknown) != value:
+            by_value[value].append(job.pk)
+            job.estimated_start_at, job.estimate_unknown = value
+            if job.pk not in told:
+                told.add(job.pk)
+                changed.append(job)
+    for (start, unknown), ids in by_value.items():
+        Job.objects.filter(pk__in=in_ids(ids)).update(estimated_start_at=start, estimate_unknown=unknown)
 
 
 ALLOCATION_SAMPLE_EVERY = timedelta(seconds=60)

@@ -146,7 +146,7 @@ def test_maximum_running_time_stops_the_job(team, recording_executor):
     schedule_once(now=timezone.now() + timedelta(minutes=6))
     job.refresh_from_db()
     assert job.status == JobStatus.STOPPING
-    assert "maximum running time of 5 min reached" in job.waiting_reason
+    assert "time limit reached: 5 min (the maximum running time)" in job.waiting_reason
 
 
 def test_console_stop_preempts_local_jobs_which_restart(team, recording_executor):
