@@ -118,8 +118,9 @@ def submitter(load: Load, index: int, user, space, quotas) -> None:
                 roles=roles_for(rng), priority=rng.randint(1, 9), idle_mode=idle_mode,
                 fault_tolerance=rng.random() < 0.6, max_restarts=rng.randint(0, 2),
             )
-        except ValidationError as error:  # idle off and larger than its quota: it could never run
-            assert idle_mode == IdleMode.OFF and set(error.message_dict) == {"quota"}, error.message_dict
+        except ValidationError as error:  # it could never run: over a max (any idle mode), or idle off over the min
+            assert set(error.message_dict) == {"quota"}, error.message_dict
+            assert idle_mode == IdleMode.OFF or "max" in error.message_dict["quota"][0], error.message_dict
             with load.lock:
                 load.refused += 1
             continue
