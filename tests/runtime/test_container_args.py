@@ -144,3 +144,15 @@ def test_the_firewall_drops_the_pod_pool_before_the_host():
     assert "ip saddr 10.213.0.0/16 ip daddr { 192.0.2.10/32 } counter drop" in rules
     with pytest.raises(ValueError, match="'job' or 'none'"):
         NetworkConfig(mode="host")
+
+
+def test_an_elastic_pods_rendezvous_is_rank_0s_container_on_the_jobs_network(tmp_path):
+    """DESIGN §2c: every pod of an elastic job meets at a base pod's store; in containers that is rank
+    0's container name (the job's MASTER_ADDR there), not the host address the control plane gave."""
+    pod = spec(tmp_path, rank=1, world_size=3, master_addr="10.0.0.5", master_port=29612,
+               env={"TIDEPOOL_MIN_PODS": "1", "TIDEPOOL_MAX_PODS": "4"})
+    env = container_environment(pod, master_addr="tp-0b7e-a2-r0", base={})
+    assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == "tp-0b7e-a2-r0"
+    assert env["PET_RDZV_ENDPOINT"] == "tp-0b7e-a2-r0:29612" and env["PET_NNODES"] == "1:4"
+    fixed = container_environment(spec(tmp_path, rank=1, world_size=2), master_addr="tp-0b7e-a2-r0", base={})
+    assert "PET_RDZV_ENDPOINT" not in fixed

@@ -215,6 +215,8 @@ def container_environment(spec: PodSpec, master_addr: str | None = None, base: M
     env["TIDEPOOL_GPU_INDICES"] = ",".join(str(i) for i in spec.gpu_indices)
     if master_addr is not None:
         env["MASTER_ADDR"] = env["PET_MASTER_ADDR"] = master_addr
+        if "PET_RDZV_ENDPOINT" in env:  # an elastic job's rendezvous store is rank 0's, on the job's network
+            env["PET_RDZV_ENDPOINT"] = f"{master_addr}:{spec.master_port}"
     return env
 
 
