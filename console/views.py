@@ -52,6 +52,7 @@ from scheduler.selectors import (
     user_workspaces,
     workspaces_overview,
 )
+from scheduler.selectors.inventory import inventory_warnings
 from scheduler.services.jobs import job_can_restart, job_can_stop, job_restart, job_stop, job_submit
 from scheduler.services.lifecycle import grace_seconds
 from scheduler.services.nodes import node_drain, node_set_schedulable
@@ -97,6 +98,7 @@ class DashboardView(LoginRequiredMixin, View):
             "queue_json": queue_json,
             "median_wait": median_wait,
             "week": preemption_costs(since=now - timedelta(days=7)),
+            "inventory_warnings": inventory_warnings(now=now),
         }
         return render(request, self.fragment_template if wants_fragment(request) else self.template_name, context)
 
@@ -404,7 +406,7 @@ class NodeListView(LoginRequiredMixin, View):
         pools: dict[str, list] = {}
         for grid in grids:
             pools.setdefault(grid.node.get_resource_type_display(), []).append(grid)
-        context = {"pools": pools, "now": timezone.now()}
+        context = {"pools": pools, "now": timezone.now(), "inventory_warnings": inventory_warnings()}
         return render(request, self.fragment_template if wants_fragment(request) else self.template_name, context)
 
 

@@ -156,6 +156,11 @@ class Node(models.Model):
     pod_runtime = models.CharField(max_length=32, blank=True,
                                    help_text="How its pods run (podman, host (cgroups), host), as its worker reported.")
     pod_image = models.CharField(max_length=255, blank=True, help_text="Its default image (podman), as reported.")
+    previous_inventory = models.JSONField(
+        null=True, blank=True,
+        help_text="What it registered before its inventory last changed: gpu_type, gpu_count, cpu, memory_gib.",
+    )
+    inventory_changed_at = models.DateTimeField(null=True, blank=True, help_text="When it registered other resources.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from decimal import Decimal
 from typing import Any
 
@@ -11,8 +12,11 @@ from django.utils import timezone
 
 from scheduler.models import Node, ResourceType
 from scheduler.publish import publish_cluster_change_on_commit
+from scheduler.selectors.inventory import inventory_text, node_inventory
 from scheduler.services.lifecycle import jobs_restart_for_node
 from scheduler.services.quotas import gpu_model_pools
+
+log = logging.getLogger("tidepool.nodes")
 
 
 def _check_node(node: Node) -> None:
@@ -57,8 +61,11 @@ def node_register(
     pod_image: str | None = None,
 ) -> Node:
     """Create or update a node's inventory. A re-registering lost node comes back (not cordoned).
-    `pod_runtime`, `pod_image`: how its worker runs pods (None: unchanged)."""
+    `pod_runtime`, `pod_image`: how its worker runs pods (None: unchanged). Registering other
+    resources than before (GPU model or count, CPU, memory) keeps what it had in
+    `previous_inventory`, with `inventory_changed_at`, and logs it (selectors/inventory.py shows it)."""
     node = Node.objects.select_for_update().filter(name=name).first() or Node(name=name)
+    before = node_inventory(node) if node.pk is not None else None
     node.gpu_type = gpu_type
     node.gpu_count = int(gpu_count)
     node.cpu = Decimal(str(cpu))
@@ -73,6 +80,10 @@ def node_register(
     if pod_image is not None:
         node.pod_image = pod_image[:255]
     _check_node(node)
+    if before is not None and node_inventory(node) != before:  # e.g. a worker restarted with 2 GPUs, not 8
+        node.previous_inventory, node.inventory_changed_at = before, timezone.now()
+        log.warning("node %s registered %s, was %s", name, inventory_text(node_inventory(node), before),
+                    inventory_text(before, node_inventory(node)))
     if heartbeat:
         node.last_heartbeat = timezone.now()
         node.lost = False
