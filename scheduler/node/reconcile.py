@@ -30,6 +30,7 @@ from django.db import close_old_connections
 
 from scheduler.models import Pod
 from scheduler.node.agent import PodAgent
+from scheduler.node.db import replace_connection, retrying_once
 from scheduler.node.orphans import exit_from_file
 from scheduler.node.specs import master_address
 from scheduler.services.lifecycle import grace_seconds, pod_exited, pod_running
@@ -152,10 +153,10 @@ class ReconcileLoop:
             self._wake.clear()
             if self._stop.is_set():
                 return
-            try:
-                counts = reconcile(self.agent, self._node_names())
+            try:  # a connection the database closed is replaced, not reused (db.py)
+                counts = retrying_once("reconcile", lambda: reconcile(self.agent, self._node_names()))
                 if counts:
                     log.info("reconciled: %s", counts)
             except Exception:
                 log.exception("reconcile failed; next try in %.0f s", self.period_s)
-                close_old_connections()
+                replace_connection()

@@ -27,6 +27,7 @@ from django.db import close_old_connections
 from scheduler.executors.celery import TERMINATE_COMMAND
 from scheduler.models import Node, Pod
 from scheduler.node.agent import PodAgent
+from scheduler.node.db import replace_connection, retrying_once
 from scheduler.node.logs import READ_LOG_COMMAND, serve_pod_log
 from scheduler.node.orphans import release_orphaned_pods
 from scheduler.node.reconcile import ReconcileLoop
@@ -150,13 +151,13 @@ class NodeWorker:
 
     def _beat(self) -> None:
         while not self._stop.wait(settings.TIDEPOOL_HEARTBEAT_SECONDS):
-            try:
-                close_old_connections()
-                node_heartbeat(name=self.node_name)
+            try:  # a connection the database closed is replaced, not reused (db.py)
+                retrying_once("heartbeat", lambda: node_heartbeat(name=self.node_name))
                 if settings.TIDEPOOL_NODE_GPUS is None:  # issue 14: NVML-detected GPUs' use per pod (docs/api.md)
                     gpu_samples_record(node_name=self.node_name, readings=sample_gpus())
             except Exception:
                 log.exception("heartbeat of node %s failed", self.node_name)
+                replace_connection()
 
     def start_pod(self, *, pod_id: int, attempt: int) -> str:
         """The start task: a hint. Starts the pod now if the database still wants it; the
