@@ -26,7 +26,8 @@ from tidepool_cli.client import (
     server_url,
 )
 
-JOB_COLUMNS = ("id", "name", "status", "quota", "gpus", "in_quota", "nodes", "queue_position")
+# start_estimate: §2d, "starts in about 2 h 10 min" while queued (the API's text)
+JOB_COLUMNS = ("id", "name", "status", "quota", "gpus", "in_quota", "nodes", "queue_position", "start_estimate")
 
 
 def emit(args: argparse.Namespace, data: Any, columns: tuple[str, ...] | None = None) -> None:
@@ -176,7 +177,10 @@ def cmd_get(args: argparse.Namespace) -> int:
         emit(args, job)
         return OK
     for key in ("id", "name", "status", "workspace", "quota", "owner", "priority", "idle_mode", "in_quota", "gpus",
-                "gpu_type", "nodes", "restart_count", "queue_position", "waiting_reason", "command"):
+                "gpu_type", "nodes", "restart_count", "queue_position", "start_estimate", "time_limit_note",
+                "waiting_reason", "command"):
+        if key in ("start_estimate", "time_limit_note") and not job.get(key):
+            continue  # only while queued / near the limit
         print(f"{key + ':':17}{cell(job.get(key))}")
     print()
     print_table(job["pods"], ("id", "role", "index", "attempt", "node", "gpu_indices", "status", "exit_code"))

@@ -166,8 +166,9 @@ def test_watch_prints_a_line_only_when_what_it_shows_changes(monkeypatch, capsys
     monkeypatch.setattr(Api, "events", lambda self, path, **params: iter(stream))
     assert run(["jobs", "--watch"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["ID", "NAME", "STATUS", "QUOTA", "GPUS", "IN-QUOTA", "NODES", "QUEUE-POSITION"]
-    assert lines[1].split() == ["7", "bert", "Pending", "team-vision", "8", "-", "-", "2"]
+    assert lines[0].split() == ["ID", "NAME", "STATUS", "QUOTA", "GPUS", "IN-QUOTA", "NODES", "QUEUE-POSITION",
+                                "START-ESTIMATE"]
+    assert lines[1].split() == ["7", "bert", "Pending", "team-vision", "8", "-", "-", "2", "-"]
     assert lines[2:] == ["id=7  name=bert  status=Running  in_quota=yes  nodes=gpu-01",
                          "id=7  name=bert  status=Preempted  in_quota=-  nodes=-  queue_position=1"]
     assert run(["jobs", "--watch", "--json"]) == 0  # scripts: every document that differs, one per line

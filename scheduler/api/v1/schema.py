@@ -57,6 +57,11 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "restart_count": "Automatic restarts after failures so far (preemptions are not counted).",
         "max_restarts": "Automatic restarts allowed after failures.",
         "queue_position": "Place in its pool's queue while pending (1 = next).",
+        "estimated_start_at": "While pending: the earliest start the scheduler's plan finds from the time limits "
+                              "of the jobs ahead (DESIGN §2d); null when unknown (see start_estimate).",
+        "start_estimate": "The estimate as members read it: 'starts in about 2 h 10 min', 'unknown: depends on jobs "
+                          "with no time limit', 'unknown: far back in the queue'; empty when not pending.",
+        "time_limit_note": "A running job near its maximum running time: 'time limit in 4 min'; else empty.",
         "waiting_reason": "Why it waits, or why it ended.",
         "waiting_reason_code": "The kind of the scheduler's waiting reason: quota_full, max_reached, no_capacity, "
                                "no_idle_capacity, quota_and_idle, waiting_for_victims, never_fits, any_model, "

@@ -91,6 +91,9 @@ class JobSerializer(serializers.Serializer):
     run_seconds = serializers.SerializerMethodField()
     gpu_hours = serializers.SerializerMethodField()
     queue_position = serializers.IntegerField(allow_null=True)
+    estimated_start_at = serializers.SerializerMethodField()
+    start_estimate = serializers.CharField()
+    time_limit_note = serializers.CharField()
     waiting_reason = serializers.CharField(source="shown_reason")
     waiting_reason_code = serializers.CharField()
     created_at = serializers.DateTimeField()
@@ -111,6 +114,12 @@ class JobSerializer(serializers.Serializer):
 
     def get_gpu_hours(self, job: Job) -> float:
         return round(job.total_gpu_seconds() / 3600, 3)
+
+    def get_estimated_start_at(self, job: Job) -> str | None:
+        """§2d: the start estimate while it waits in the queue (null: none, or not waiting)."""
+        if not job.start_estimate or job.estimated_start_at is None:
+            return None
+        return serializers.DateTimeField().to_representation(job.estimated_start_at)
 
     def get_in_quota(self, job: Job) -> bool | None:
         """How the current attempt was admitted; null while waiting or once finished."""
