@@ -240,6 +240,12 @@ class PoolPolicyForm(forms.Form):
         "so the next owner's job does not take back at once what the guard gathered. 0: off; at most 30 days.",
     )
 
+    default_time_limit_s = AsciiIntegerField(
+        label="Default time limit (seconds)", widget=forms.NumberInput(attrs=SECONDS_ATTRS), required=False,
+        help_text="The time limit of jobs that set no maximum running time: they are stopped past it, and start "
+        "estimates count on it. 0: none; at most 30 days.",
+    )
+
     def __init__(self, *args: Any, pool: str, **kwargs: Any) -> None:
         super().__init__(*args, auto_id=f"id_{pool}_%s", **kwargs)
         self.pool = pool
@@ -248,5 +254,6 @@ class PoolPolicyForm(forms.Form):
     def of_row(cls, row: PoolPolicyRow) -> PoolPolicyForm:
         initial = {"resource_type": row.pool, "idle_share": row.idle_share, "min_runtime_s": row.min_runtime_s,
                    "starvation_s": row.starvation_s, "starvation_hold": row.starvation_hold,
-                   "starved_min_runtime_s": row.starved_min_runtime_s}
+                   "starved_min_runtime_s": row.starved_min_runtime_s,
+                   "default_time_limit_s": row.default_time_limit_s}
         return cls(pool=row.pool, initial=initial)

@@ -39,7 +39,8 @@ class PoolPolicyView(StaffRequiredMixin, View):
                                         idle_share=data["idle_share"], min_runtime_s=data["min_runtime_s"],
                                         starvation_s=data["starvation_s"],
                                         starvation_hold=data["starvation_hold"],
-                                        starved_min_runtime_s=data["starved_min_runtime_s"])
+                                        starved_min_runtime_s=data["starved_min_runtime_s"],
+                                        default_time_limit_s=data.get("default_time_limit_s") or 0)
             except ValidationError as error:
                 apply_service_errors(error, form)
             else:

@@ -37,6 +37,7 @@ class PoolPolicyRow:
     starvation_s: int
     starvation_hold: bool  # extends the starvation guard (only with starvation_s above 0)
     starved_min_runtime_s: int  # extends it too: runs begun after starving are not reclaimed before this
+    default_time_limit_s: int  # DESIGN §2d: the time limit of jobs that set none (0: none)
     has_row: bool  # False: the pool has no PoolPolicy row and uses the defaults
     last_change: PolicyChange | None
 
@@ -92,6 +93,7 @@ def pool_policy_rows() -> list[PoolPolicyRow]:
                 starvation_s=policy.starvation_s if policy else 0,
                 starvation_hold=policy.starvation_hold if policy else False,
                 starved_min_runtime_s=policy.starved_min_runtime_s if policy else 0,
+                default_time_limit_s=policy.default_time_limit_s if policy else 0,
                 has_row=policy is not None,
                 last_change=changes.get(policy.pk) if policy else None,
             )

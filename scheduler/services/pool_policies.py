@@ -24,11 +24,13 @@ from scheduler.publish import wake_scheduler_on_commit
 
 log = logging.getLogger("tidepool.policies")
 
-POLICY_FIELDS = ("idle_share", "min_runtime_s", "starvation_s", "starvation_hold", "starved_min_runtime_s")
+POLICY_FIELDS = ("idle_share", "min_runtime_s", "starvation_s", "starvation_hold", "starved_min_runtime_s",
+                 "default_time_limit_s")
 POLICY_LABELS = {"idle_share": "Idle share", "min_runtime_s": "Minimum runtime", "starvation_s": "Starvation guard",
-                 "starvation_hold": "Starvation hold", "starved_min_runtime_s": "Minimum runtime after starving"}
+                 "starvation_hold": "Starvation hold", "starved_min_runtime_s": "Minimum runtime after starving",
+                 "default_time_limit_s": "Default time limit"}
 DEFAULTS: dict[str, Any] = {"idle_share": PoolPolicy.IdleShare.FIFO.value, "min_runtime_s": 0, "starvation_s": 0,
-                            "starvation_hold": False, "starved_min_runtime_s": 0}
+                            "starvation_hold": False, "starved_min_runtime_s": 0, "default_time_limit_s": 0}
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ def _idle_share(value: Any) -> str:
 
 def policy_values(
     *, idle_share: Any, min_runtime_s: Any, starvation_s: Any, starvation_hold: Any = False,
-    starved_min_runtime_s: Any = 0,
+    starved_min_runtime_s: Any = 0, default_time_limit_s: Any = 0,
 ) -> dict[str, Any]:
     """The policies checked against validation's bounds; a ValidationError keyed by field. The hold and
     the minimum runtime after starving extend the starvation guard, so either is refused (at its own
@@ -74,6 +76,9 @@ def policy_values(
         "starvation_hold": validation.policy_flag(starvation_hold, "starvation_hold", "Starvation hold"),
         "starved_min_runtime_s": validation.policy_seconds(starved_min_runtime_s, "starved_min_runtime_s",
                                                            "Minimum runtime after starving"),
+        # DESIGN §2d: the time limit of jobs that set no maximum running time (0: none)
+        "default_time_limit_s": validation.policy_seconds(default_time_limit_s, "default_time_limit_s",
+                                                          "Default time limit"),
     }
     problems = validation.guard_extension_problems(
         starvation_s=values["starvation_s"], starvation_hold=values["starvation_hold"],
@@ -108,13 +113,15 @@ def pool_policy_set(
     starvation_s: Any,
     starvation_hold: Any = False,
     starved_min_runtime_s: Any = 0,
+    default_time_limit_s: Any = 0,
 ) -> PoolPolicySaved:
     """Set a pool's §2b policies. Refuses an unknown pool, an unknown idle share, a duration below 0
     or above 30 days, a hold that is not on or off, or the hold or a minimum runtime after starving with
     the starvation guard off (0) with a ValidationError keyed by the field; nothing is written then."""
     pool = _pool(resource_type)
     values = policy_values(idle_share=idle_share, min_runtime_s=min_runtime_s, starvation_s=starvation_s,
-                           starvation_hold=starvation_hold, starved_min_runtime_s=starved_min_runtime_s)
+                           starvation_hold=starvation_hold, starved_min_runtime_s=starved_min_runtime_s,
+                           default_time_limit_s=default_time_limit_s)
     policy = PoolPolicy.objects.select_for_update().filter(resource_type=pool).first()
     before = {field: getattr(policy, field) for field in POLICY_FIELDS} if policy else dict(DEFAULTS)
     changes = _changes(before, values)

@@ -199,6 +199,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "starved_min_runtime_s": "Extends the starvation guard (only with `starvation_s` above 0): a job that "
                                  "starts on idle resources after waiting longer than `starvation_s` is no "
                                  "reclaim candidate before it has run this long (0: off).",
+        "default_time_limit_s": "DESIGN §2d: the time limit of jobs that set no maximum running time; they are "
+                                "stopped past it and start estimates count on it (0: none).",
     },
     "Me": {
         "username": "The user the credentials belong to.",

@@ -381,6 +381,7 @@ class PoolSerializer(serializers.Serializer):
     starvation_s = serializers.IntegerField()
     starvation_hold = serializers.BooleanField()
     starved_min_runtime_s = serializers.IntegerField()
+    default_time_limit_s = serializers.IntegerField()
 
 
 class MeSerializer(serializers.Serializer):
