@@ -91,8 +91,9 @@ def note_first_estimates(decisions: Decisions, by_name: Mapping[str, SimJob], no
 
 def estimate_heads(classes: Iterable[JobClass], quota_pool: Mapping[str, str], depth: int) -> list[int]:
     """The job indexes of the first `depth` pending jobs of each pool in pending order: the ones the engine
-    plans, which go into a replay's snapshot even when pruning would leave them out (more pending jobs
-    than pruning's bound never change a decision: it only leaves out jobs that cannot be admitted)."""
+    plans, which go into a replay's snapshot even when pruning would leave them out. They can change
+    decisions under the starvation guard (a long-waiting job among them may get a drain set that pruning's
+    bound would not have given): docs/simulator.md measures by how much."""
     heads: dict[str, list[tuple[int, float, str, int]]] = {}
     for cls in classes:
         heads.setdefault(quota_pool[cls.quota], []).extend(
