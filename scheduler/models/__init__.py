@@ -1,5 +1,5 @@
 """Tidepool's domain model: workspaces, quotas, nodes, jobs, pods, events (`core`), and the API's
-clients' rows (`api`). Everything is importable from `scheduler.models`.
+clients' rows (`api`), leases and chart samples (`records`). Everything is importable from `scheduler.models`.
 
 Models hold data and the invariants that need no other row; rules that span rows (children's min
 within the parent's, a pod that must fit some node) live in the services, which validate before
@@ -10,9 +10,7 @@ from scheduler.models.api import ApiToken, GpuSample, IdempotencyKey
 from scheduler.models.core import (
     GRACE_SECONDS_MAX,
     REQUEUED_PREEMPTED,
-    AllocationSample,
     IdleMode,
-    InstanceLease,
     Job,
     JobEvent,
     JobPreemption,
@@ -28,6 +26,7 @@ from scheduler.models.core import (
     gib_to_mib,
 )
 from scheduler.models.elastic import JobResize
+from scheduler.models.records import AllocationSample, InstanceLease
 
 __all__ = [
     "AllocationSample",
