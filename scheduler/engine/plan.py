@@ -31,6 +31,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from .fit import tightest
 from .plan_timelines import FOREVER, RoomLine, Timeline
 from .resources import vector
 from .time_limits import planned_end, time_limit
@@ -260,13 +261,7 @@ class _Plan:
                 available[node] = amounts
         placed: list[tuple[NodeState, int, int, int]] = []
         for _, g, c, m in demand.order:
-            best = None
-            best_key = None
-            for node, (fg, fc, fm) in available.items():
-                if fg >= g and fc >= c and fm >= m:
-                    key = (fg - g, fc - c, node.name)
-                    if best_key is None or key < best_key:
-                        best, best_key = node, key
+            best = tightest(available.items(), g, c, m)  # the one best-fit key (fit.py)
             if best is None:
                 return None
             amounts = available[best]
