@@ -68,7 +68,7 @@ from scheduler.node.runtime.sandbox import (
     inherited_environment,
     own_file,
     pod_environment,
-    prepare_dir,
+    prepare_pod_dirs,
     read_exit_file,
     resolve_pod_user,
 )
@@ -321,12 +321,7 @@ class ContainerSupervisor(PodSupervisor):
         user = self._pod_user(spec)
         if user.uid == 0:
             raise OSError("pods never run as root in a container: set TIDEPOOL_POD_UID or TIDEPOOL_POD_USER")
-        for root, path in spec.dirs:
-            prepare_dir(root, path, user)
-        for directory in (spec.workdir, spec.checkpoint_dir, os.path.dirname(spec.log_path),
-                          os.path.dirname(spec.progress_path)):
-            if directory:
-                os.makedirs(directory, mode=0o700, exist_ok=True)
+        prepare_pod_dirs(spec, user)
         name = container_name(spec)
         if self.config.network.mode == "job":
             try:

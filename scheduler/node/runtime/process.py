@@ -39,7 +39,7 @@ from scheduler.node.runtime.sandbox import (
     POD_WRAPPER,
     own_file,
     pod_environment,
-    prepare_dir,
+    prepare_pod_dirs,
     resolve_pod_user,
 )
 from scheduler.states import PodOutcome
@@ -224,12 +224,7 @@ class PodSupervisor:
 
     def _launch(self, spec: PodSpec) -> _Proc:
         user = resolve_pod_user(spec.user)
-        for root, path in spec.dirs:
-            prepare_dir(root, path, user)
-        for directory in (spec.workdir, spec.checkpoint_dir, os.path.dirname(spec.log_path),
-                          os.path.dirname(spec.progress_path)):
-            if directory:
-                os.makedirs(directory, mode=0o700, exist_ok=True)
+        prepare_pod_dirs(spec, user)
         gpus = ",".join(str(i) for i in spec.gpu_indices) or "none"
         header = (
             f"=== tidepool: pod {spec.pod_id} (job {spec.job_id}) attempt {spec.attempt}, "

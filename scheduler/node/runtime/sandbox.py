@@ -155,6 +155,17 @@ def elastic_launcher_environment(spec: PodSpec, master_addr: str, low: str, high
     }
 
 
+def prepare_pod_dirs(spec: PodSpec, user: PodUser | None) -> None:
+    """A pod's directories before it starts, in either runtime: the operator-rooted ones (`spec.dirs`)
+    made for the pod's user, then its work, checkpoint, log and progress directories."""
+    for root, path in spec.dirs:
+        prepare_dir(root, path, user)
+    for directory in (spec.workdir, spec.checkpoint_dir, os.path.dirname(spec.log_path),
+                      os.path.dirname(spec.progress_path)):
+        if directory:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+
+
 def prepare_dir(root: str, path: str, user: PodUser | None, mode: int = 0o700) -> None:
     """Create `path` below `root`: missing components get `mode` and the pod user as owner.
 
