@@ -30,7 +30,7 @@ from scheduler.node.runtime.groups import live_group_members
 from scheduler.node.runtime.sandbox import find_pod_processes, read_exit_file
 
 if TYPE_CHECKING:
-    from scheduler.node.runtime.process import PodSpec, PodSupervisor, _Proc
+    from scheduler.node.runtime.process import PodProcess, PodSpec, PodSupervisor
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def _leader_alive(pid: int) -> bool:
     return fields[0] not in (b"Z", b"X") and int(fields[2]) == pid  # still the leader of its own group
 
 
-def watch_adopted_host_pod(supervisor: PodSupervisor, proc: _Proc) -> None:
+def watch_adopted_host_pod(supervisor: PodSupervisor, proc: PodProcess) -> None:
     """`PodSupervisor._watch` for a pod that is not our child: poll for its shell, then its group
     (and cgroups), then report the status from its exit file."""
     while _leader_alive(proc.pid):

@@ -49,19 +49,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scheduler.node.runtime.container_procs import (
-    _ContainerProc,
-    _global_oom_kills,
+    ContainerProcess,
     find_container,
+    global_oom_kills,
     memory_limit_bytes,
 )
 from scheduler.node.runtime.host_cgroups import limit_text
 from scheduler.node.runtime.network import JobNetworks, NetworkConfig, NetworkError, install_pod_firewall
 from scheduler.node.runtime.process import (
-    _SHELL_PREAMBLE,
+    SHELL_PREAMBLE,
+    PodProcess,
     PodSpec,
     PodSupervisor,
-    _now_iso,
-    _Proc,
+    now_iso,
 )
 from scheduler.node.runtime.sandbox import (
     PodUser,
@@ -276,7 +276,7 @@ def podman_run_args(
         args += ["--label", f"tidepool.{key}={value}"]
     for key, value in sorted(container_environment(spec, master_addr).items()):
         args += ["--env", f"{key}={value}"]
-    args += [image, "/bin/sh", "-c", CONTAINER_WRAPPER, "tidepool-pod", _SHELL_PREAMBLE + spec.command,
+    args += [image, "/bin/sh", "-c", CONTAINER_WRAPPER, "tidepool-pod", SHELL_PREAMBLE + spec.command,
              spec.exit_path or "/dev/null", spec.log_path]
     return args
 
@@ -315,7 +315,7 @@ class ContainerSupervisor(PodSupervisor):
             return PodUser(host_user.name, host_user.uid, host_user.gid, "/tmp")
         return PodUser(str(self.config.uid), self.config.uid, self.config.gid, "/tmp")
 
-    def _launch(self, spec: PodSpec) -> _Proc:
+    def _launch(self, spec: PodSpec) -> PodProcess:
         if self._firewall_error is not None:
             raise OSError(f"this node's pod firewall is not in place: {self._firewall_error}")
         user = self._pod_user(spec)
@@ -345,12 +345,12 @@ class ContainerSupervisor(PodSupervisor):
         header = (
             f"=== tidepool: pod {spec.pod_id} (job {spec.job_id}) attempt {spec.attempt}, "
             f"rank {spec.rank}/{spec.world_size}, gpus {gpus}, container {name} "
-            f"({spec.image or self.config.default_image}), started {_now_iso()} ===\n"
+            f"({spec.image or self.config.default_image}), started {now_iso()} ===\n"
         )
         with open(spec.log_path, "ab", buffering=0) as log_file:
             log_file.write(header.encode())
         own_file(spec.log_path, user)
-        oom_kills = _global_oom_kills()
+        oom_kills = global_oom_kills()
         result = subprocess.run(argv, capture_output=True, text=True, timeout=_PODMAN_TIMEOUT_S)
         if result.returncode != 0:
             message = (result.stderr or result.stdout).strip().splitlines()
@@ -364,7 +364,7 @@ class ContainerSupervisor(PodSupervisor):
             raise OSError(f"podman run failed: {reason}")
         pid = self._container_pid(name)
         log.info("pod %s attempt %s started as container %s (pid %s)", spec.pod_id, spec.attempt, name, pid)
-        return _ContainerProc(spec, name, pid, time.time(), network, cgroup_dir, memory_limit_bytes(spec, self.config),
+        return ContainerProcess(spec, name, pid, time.time(), network, cgroup_dir, memory_limit_bytes(spec, self.config),
                               oom_kills)
 
     _find = find_container  # a container left by the previous worker, by its labels (container_procs.py)
@@ -378,31 +378,31 @@ class ContainerSupervisor(PodSupervisor):
 
     # -- terminating ----------------------------------------------------------------------
 
-    def _request_termination(self, proc: _Proc, grace_s: float, outcome: str) -> None:
+    def _request_termination(self, proc: PodProcess, grace_s: float, outcome: str) -> None:
         # Lock held: only bookkeeping here; Podman is driven from a thread.
         if proc.requested_outcome is not None or proc.leader_exited:
             return
         proc.requested_outcome = outcome
-        assert isinstance(proc, _ContainerProc)
+        assert isinstance(proc, ContainerProcess)
         seconds = max(0, math.ceil(grace_s))
         threading.Thread(target=self._stop_container, args=(proc, seconds), name=f"stop-{proc.name}",
                          daemon=True).start()
 
-    def _stop_container(self, proc: _ContainerProc, seconds: int) -> None:
+    def _stop_container(self, proc: ContainerProcess, seconds: int) -> None:
         # SIGTERM to the pod's init, SIGKILL of everything after `seconds`.
         result = self._podman("stop", "--time", str(seconds), proc.name, timeout=seconds + _PODMAN_TIMEOUT_S)
         if result.returncode != 0 and "no such container" not in result.stderr.lower():
             log.warning("podman stop %s: %s", proc.name, result.stderr.strip())
 
-    def _kill(self, proc: _Proc) -> None:
-        assert isinstance(proc, _ContainerProc)
+    def _kill(self, proc: PodProcess) -> None:
+        assert isinstance(proc, ContainerProcess)
         proc.sigkill_sent = True
         threading.Thread(target=self._podman, args=("kill", "--signal", "KILL", proc.name), daemon=True).start()
 
     # -- watching -------------------------------------------------------------------------
 
-    def _watch(self, proc: _Proc) -> None:
-        assert isinstance(proc, _ContainerProc)
+    def _watch(self, proc: PodProcess) -> None:
+        assert isinstance(proc, ContainerProcess)
         exit_code: int | None = None
         while exit_code is None:
             result = self._podman("wait", proc.name, timeout=None)  # type: ignore[arg-type]
@@ -444,7 +444,7 @@ class ContainerSupervisor(PodSupervisor):
         except (ValueError, IndexError, AttributeError):
             return {}
 
-    def _hit_memory_limit(self, proc: _ContainerProc) -> bool:
+    def _hit_memory_limit(self, proc: ContainerProcess) -> bool:
         """Peak usage of the pod's own cgroup reached its limit and the kernel OOM-killed meanwhile."""
         if proc.cgroup_dir is None:
             return False
@@ -452,7 +452,7 @@ class ContainerSupervisor(PodSupervisor):
             peak = int(Path(proc.cgroup_dir, "memory.max_usage_in_bytes").read_text())
         except (OSError, ValueError):
             return False
-        return peak >= proc.memory_bytes - 256 * 1024 and _global_oom_kills() > proc.oom_kills_at_start
+        return peak >= proc.memory_bytes - 256 * 1024 and global_oom_kills() > proc.oom_kills_at_start
 
     def _remove_cgroups(self, name: str) -> None:
         """The pod's parent cgroups, in every v1 controller (Podman leaves them behind)."""

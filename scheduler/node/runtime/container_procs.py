@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from scheduler.node.runtime.adoption import process_start_time
 from scheduler.node.runtime.network import NETWORK_PREFIX
-from scheduler.node.runtime.process import PodSpec, _Proc
+from scheduler.node.runtime.process import PodProcess, PodSpec
 
 if TYPE_CHECKING:
     from scheduler.node.runtime.container import ContainerConfig, ContainerSupervisor
@@ -25,7 +25,7 @@ def memory_limit_bytes(spec: PodSpec, config: ContainerConfig) -> int:
     return max(6 * 1024 * 1024, int(gib * _GIB))  # runc refuses less than 6 MiB
 
 
-def _global_oom_kills() -> int:
+def global_oom_kills() -> int:
     try:
         with open("/proc/vmstat") as f:
             for line in f:
@@ -36,7 +36,7 @@ def _global_oom_kills() -> int:
     return 0
 
 
-class _ContainerProc(_Proc):
+class ContainerProcess(PodProcess):
     def __init__(self, spec: PodSpec, name: str, pid: int, started_at: float, network: str,
                  cgroup_dir: str | None, memory_bytes: int, oom_kills_at_start: int) -> None:
         super().__init__(spec, None, started_at, pid=pid)
@@ -47,7 +47,7 @@ class _ContainerProc(_Proc):
         self.oom_kills_at_start = oom_kills_at_start
 
 
-def find_container(supervisor: ContainerSupervisor, spec: PodSpec) -> _ContainerProc | None:
+def find_container(supervisor: ContainerSupervisor, spec: PodSpec) -> ContainerProcess | None:
     """`spec`'s container, running or exited, found by its labels; None when Podman has none."""
     labels = (("job-uid", spec.job_uid), ("pod-id", spec.pod_id), ("attempt", spec.attempt))
     filters = [arg for key, value in labels for arg in ("--filter", f"label=tidepool.{key}={value}")]
@@ -63,5 +63,5 @@ def find_container(supervisor: ContainerSupervisor, spec: PodSpec) -> _Container
     memory_root = supervisor._memory_cgroup_v1()
     cgroup_dir = None if memory_root is None else os.path.join(memory_root, supervisor.config.cgroup_parent, name)
     pid = int(state.get("Pid") or 0)
-    return _ContainerProc(spec, name, pid, process_start_time(pid) if pid else time.time(), network,
-                          cgroup_dir, memory_limit_bytes(spec, supervisor.config), _global_oom_kills())
+    return ContainerProcess(spec, name, pid, process_start_time(pid) if pid else time.time(), network,
+                          cgroup_dir, memory_limit_bytes(spec, supervisor.config), global_oom_kills())

@@ -33,7 +33,7 @@ def live_group_members(pgid: int) -> list[int] | None:
     return members
 
 
-def _signal_group(pgid: int, sig: int) -> None:
+def signal_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
     except ProcessLookupError:  # the group is already empty

@@ -15,8 +15,8 @@ import signal
 import subprocess
 
 from scheduler.node.runtime.cgroups import PodCgroups
-from scheduler.node.runtime.groups import _signal_group, live_group_members
-from scheduler.node.runtime.process import ExitCallback, PodSpec, PodSupervisor, _Proc
+from scheduler.node.runtime.groups import live_group_members, signal_group
+from scheduler.node.runtime.process import ExitCallback, PodProcess, PodSpec, PodSupervisor
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class CgroupSupervisor(PodSupervisor):
         self._cgroups[(spec.pod_id, spec.attempt)] = group
         return popen
 
-    def _find(self, spec: PodSpec) -> _Proc | None:
+    def _find(self, spec: PodSpec) -> PodProcess | None:
         proc = super()._find(spec)
         group = PodCgroups.existing(self._bases, cgroup_name(spec), memory_bytes=self.memory_bytes(spec))
         if proc is not None and group is not None:
@@ -80,9 +80,9 @@ class CgroupSupervisor(PodSupervisor):
                 self._cgroups[(spec.pod_id, spec.attempt)] = group
         return proc
 
-    def _signal(self, proc: _Proc, sig: int) -> None:
+    def _signal(self, proc: PodProcess, sig: int) -> None:
         # Lock held; the leader is not reaped yet, so its group id is still its own.
-        _signal_group(proc.pid, sig)
+        signal_group(proc.pid, sig)
         group = self._cgroups.get((proc.spec.pod_id, proc.spec.attempt))
         if group is None:
             return
@@ -91,12 +91,12 @@ class CgroupSupervisor(PodSupervisor):
         else:
             group.signal_all(sig, except_group=proc.pid)  # the detached ones
 
-    def _alive(self, proc: _Proc) -> list[int] | None:
+    def _alive(self, proc: PodProcess) -> list[int] | None:
         with_group = set(live_group_members(proc.pid) or ())
         group = self._cgroups.get((proc.spec.pod_id, proc.spec.attempt))
         return sorted(with_group | set(group.members() if group is not None else ()))
 
-    def _settle(self, proc: _Proc, exit_code: int) -> str:
+    def _settle(self, proc: PodProcess, exit_code: int) -> str:
         with self._lock:
             group = self._cgroups.pop((proc.spec.pod_id, proc.spec.attempt), None)
         if group is None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from scheduler.node.runtime import adoption
-from scheduler.node.runtime.groups import _signal_group, live_group_members
+from scheduler.node.runtime.groups import live_group_members, signal_group
 from scheduler.node.runtime.sandbox import (
     POD_WRAPPER,
     own_file,
@@ -65,7 +65,7 @@ _RECENT_EXITS = 4096
 # report -15 while the program it started is still saving. Trapped, the shell waits for its
 # foreground program, then exits with that program's status and runs nothing after it. A caught
 # signal is reset to the default in children, so the program still sees SIGTERM as usual.
-_SHELL_PREAMBLE = "trap 'exit $?' TERM\n"
+SHELL_PREAMBLE = "trap 'exit $?' TERM\n"
 
 
 @dataclass(frozen=True)
@@ -139,11 +139,11 @@ class TerminateResult(enum.StrEnum):
     STALE = "stale"  # a newer attempt of the pod exists here; ignored
 
 
-def _now_iso() -> str:
+def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-class _Proc:
+class PodProcess:
     """Mutable bookkeeping for one launched attempt; guarded by the supervisor's lock."""
 
     def __init__(
@@ -173,7 +173,7 @@ class PodSupervisor:
     def __init__(self, on_exit: ExitCallback | None = None) -> None:
         self._on_exit = on_exit
         self._lock = threading.Lock()
-        self._procs: dict[tuple[int, int], _Proc] = {}
+        self._procs: dict[tuple[int, int], PodProcess] = {}
         self._latest_attempt: dict[int, int] = {}
         self._never_started: set[tuple[int, int]] = set()
         self._queued: list[PodExit] = []
@@ -218,17 +218,17 @@ class PodSupervisor:
         """Take over `spec`'s pod that a previous supervisor of this node left running (adoption.py)."""
         return adoption.adopt_pod(self, spec)
 
-    def _find(self, spec: PodSpec) -> _Proc | None:
+    def _find(self, spec: PodSpec) -> PodProcess | None:
         pgid = adoption.find_host_pod(spec)
-        return None if pgid is None else _Proc(spec, None, adoption.process_start_time(pgid), pid=pgid)
+        return None if pgid is None else PodProcess(spec, None, adoption.process_start_time(pgid), pid=pgid)
 
-    def _launch(self, spec: PodSpec) -> _Proc:
+    def _launch(self, spec: PodSpec) -> PodProcess:
         user = resolve_pod_user(spec.user)
         prepare_pod_dirs(spec, user)
         gpus = ",".join(str(i) for i in spec.gpu_indices) or "none"
         header = (
             f"=== tidepool: pod {spec.pod_id} (job {spec.job_id}) attempt {spec.attempt}, "
-            f"rank {spec.rank}/{spec.world_size}, gpus {gpus}, started {_now_iso()} ===\n"
+            f"rank {spec.rank}/{spec.world_size}, gpus {gpus}, started {now_iso()} ===\n"
         )
         switch = {}
         if user is not None and os.geteuid() == 0 and user.uid != 0:
@@ -239,7 +239,7 @@ class PodSupervisor:
             log_file.write(header.encode())
             popen = self._spawn(
                 spec,
-                ["/bin/sh", "-c", POD_WRAPPER, "tidepool-pod", _SHELL_PREAMBLE + spec.command,
+                ["/bin/sh", "-c", POD_WRAPPER, "tidepool-pod", SHELL_PREAMBLE + spec.command,
                  spec.exit_path or os.devnull],
                 cwd=spec.workdir,
                 env=pod_environment(spec, home=user.home if user is not None else None),
@@ -250,20 +250,20 @@ class PodSupervisor:
                 **switch,
             )
         log.info("pod %s attempt %s started as pid %s", spec.pod_id, spec.attempt, popen.pid)
-        return _Proc(spec, popen, time.time())
+        return PodProcess(spec, popen, time.time())
 
     # How a pod is started, signalled, found alive and settled (its reason, once nothing of it is
     # left): its process group here; its cgroups in host_cgroups.py.
     def _spawn(self, spec: PodSpec, argv: list[str], **popen_kwargs) -> subprocess.Popen[bytes]:
         return subprocess.Popen(argv, **popen_kwargs)
 
-    def _signal(self, proc: _Proc, sig: int) -> None:
-        _signal_group(proc.pid, sig)
+    def _signal(self, proc: PodProcess, sig: int) -> None:
+        signal_group(proc.pid, sig)
 
-    def _alive(self, proc: _Proc) -> list[int] | None:
+    def _alive(self, proc: PodProcess) -> list[int] | None:
         return live_group_members(proc.pid)
 
-    def _settle(self, proc: _Proc, exit_code: int) -> str:
+    def _settle(self, proc: PodProcess, exit_code: int) -> str:
         return ""
 
     # -- terminating ----------------------------------------------------------------------
@@ -297,7 +297,7 @@ class PodSupervisor:
             self._never_started.add((pod_id, attempt))
             return TerminateResult.NOT_STARTED
 
-    def _request_termination(self, proc: _Proc, grace_s: float, outcome: str) -> None:
+    def _request_termination(self, proc: PodProcess, grace_s: float, outcome: str) -> None:
         # Lock held. The group id stays reserved until the watcher reaps the leader (it waits
         # with WNOWAIT) and the timer checks `reaped` under the lock, so no signal can reach a
         # recycled group.
@@ -313,12 +313,12 @@ class PodSupervisor:
         proc.kill_timer = timer
         timer.start()
 
-    def _kill_after_grace(self, proc: _Proc) -> None:
+    def _kill_after_grace(self, proc: PodProcess) -> None:
         with self._lock:
             if not proc.reaped:
                 self._kill(proc)
 
-    def _kill(self, proc: _Proc) -> None:
+    def _kill(self, proc: PodProcess) -> None:
         # Lock held. Only count it as a kill when something was still alive to receive it.
         if not proc.leader_exited or self._alive(proc):
             proc.killed = True
@@ -333,7 +333,7 @@ class PodSupervisor:
 
     # -- watching -------------------------------------------------------------------------
 
-    def _watch(self, proc: _Proc) -> None:
+    def _watch(self, proc: PodProcess) -> None:
         """Wait for the leader, then for the rest of its group; then reap and report."""
         if proc.popen is None:  # adopted: not our child
             return adoption.watch_adopted_host_pod(self, proc)
@@ -353,7 +353,7 @@ class PodSupervisor:
         exit_code = proc.popen.wait()
         self._report(proc, exit_code, self._settle(proc, exit_code))
 
-    def _report(self, proc: _Proc, exit_code: int, reason: str = "") -> None:
+    def _report(self, proc: PodProcess, exit_code: int, reason: str = "") -> None:
         """Record and report the exit of a pod none of whose processes is left."""
         ended_at = time.time()
         outcome = proc.requested_outcome or (SUCCEEDED if exit_code == 0 else FAILED)
@@ -386,7 +386,7 @@ class PodSupervisor:
             except Exception:  # a failing callback must not lose the watcher's bookkeeping
                 log.exception("on_exit callback failed for pod %s attempt %s", spec.pod_id, spec.attempt)
 
-    def _wait_for_group(self, proc: _Proc) -> None:
+    def _wait_for_group(self, proc: PodProcess) -> None:
         # During a termination the kill timer ends the leftovers at the deadline; otherwise they
         # already got SIGKILL. Give up only on processes that survive SIGKILL (stuck in I/O).
         give_up_at: float | None = None
