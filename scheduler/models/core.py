@@ -459,6 +459,10 @@ class PoolPolicy(PoolTimeLimits):
         "resources after waiting longer than the starvation time is not reclaimed before it has run this long "
         "(0: off).",
     )
+    grow_interval_s = models.PositiveIntegerField(
+        default=300, help_text="An elastic job grows at most this often: every resize restarts its workers from "
+        "their checkpoint (DESIGN §2c).",
+    )
 
     class Meta:
         ordering = ["resource_type"]
