@@ -245,6 +245,13 @@ class PoolPolicyForm(forms.Form):
         help_text="The time limit of jobs that set no maximum running time: they are stopped past it, and start "
         "estimates count on it. 0: none; at most 30 days.",
     )
+    grow_interval_s = AsciiIntegerField(
+        label="Grow interval (seconds)", required=False,
+        widget=forms.NumberInput(attrs={**SECONDS_ATTRS, "max": v.MAX_GROW_INTERVAL_S}),
+        help_text="An elastic job grows into idle GPUs at most this often after its start or last resize: every "
+        f"resize restarts its workers from their checkpoint. Empty: {v.DEFAULT_GROW_INTERVAL_S} s; 0: every "
+        "cycle; at most a day.",
+    )
 
     def __init__(self, *args: Any, pool: str, **kwargs: Any) -> None:
         super().__init__(*args, auto_id=f"id_{pool}_%s", **kwargs)
@@ -255,5 +262,5 @@ class PoolPolicyForm(forms.Form):
         initial = {"resource_type": row.pool, "idle_share": row.idle_share, "min_runtime_s": row.min_runtime_s,
                    "starvation_s": row.starvation_s, "starvation_hold": row.starvation_hold,
                    "starved_min_runtime_s": row.starved_min_runtime_s,
-                   "default_time_limit_s": row.default_time_limit_s}
+                   "default_time_limit_s": row.default_time_limit_s, "grow_interval_s": row.grow_interval_s}
         return cls(pool=row.pool, initial=initial)

@@ -1,5 +1,5 @@
 """The pools page (staff): each pool's §2b policies — idle share, minimum runtime, starvation guard
-and its hold — shown and edited in place. Reads through `scheduler.selectors.pools`, writes through
+and its hold —, its default time limit (§2d) and grow interval (§2c), shown and edited in place. Reads through `scheduler.selectors.pools`, writes through
 `scheduler.services.pool_policies.pool_policy_set`, which checks the input, records who changed
 what and wakes the scheduler; the next cycle uses the new policies."""
 
@@ -34,13 +34,17 @@ class PoolPolicyView(StaffRequiredMixin, View):
         form = PoolPolicyForm(request.POST, pool=pool if pool.isidentifier() else "unknown")
         if form.is_valid():
             data = form.cleaned_data
+            # An empty grow interval is its default, not 0 (which means: grow every cycle).
+            grow_interval_s = data.get("grow_interval_s")
+            grow_interval_s = v.DEFAULT_GROW_INTERVAL_S if grow_interval_s is None else grow_interval_s
             try:
                 saved = pool_policy_set(user=request.user, resource_type=data["resource_type"],
                                         idle_share=data["idle_share"], min_runtime_s=data["min_runtime_s"],
                                         starvation_s=data["starvation_s"],
                                         starvation_hold=data["starvation_hold"],
                                         starved_min_runtime_s=data["starved_min_runtime_s"],
-                                        default_time_limit_s=data.get("default_time_limit_s") or 0)
+                                        default_time_limit_s=data.get("default_time_limit_s") or 0,
+                                        grow_interval_s=grow_interval_s)
             except ValidationError as error:
                 apply_service_errors(error, form)
             else:

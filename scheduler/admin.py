@@ -103,9 +103,9 @@ class PoolPolicyAdmin(admin.ModelAdmin):
     """Per pool opt-in policies (DESIGN §2b); the scheduling loop reads them every cycle."""
 
     list_display = ("resource_type", "idle_share", "min_runtime_s", "starvation_s", "starvation_hold",
-                    "starved_min_runtime_s", "default_time_limit_s")
+                    "starved_min_runtime_s", "default_time_limit_s", "grow_interval_s")
     fields = ("resource_type", "idle_share", "min_runtime_s", "starvation_s", "starvation_hold",
-              "starved_min_runtime_s", "default_time_limit_s")
+              "starved_min_runtime_s", "default_time_limit_s", "grow_interval_s")
 
 
 def _quota_depth(quota: ResourceQuota) -> int:

@@ -33,6 +33,9 @@ MAX_RESTARTS = 100
 MAX_RUNNING_MINUTES = 366 * 24 * 60  # a year
 MAX_GRACE_SECONDS = 3600
 MAX_POLICY_SECONDS = 30 * 24 * 3600  # a pool's min_runtime_s and starvation_s (DESIGN §2b): 30 days
+# DESIGN §2c: how often a pool's elastic jobs may grow; a day bounds it (a longer wait is growth off in all but name)
+DEFAULT_GROW_INTERVAL_S = 300
+MAX_GROW_INTERVAL_S = 24 * 3600
 MAX_COMMAND_CHARS = 16_384
 MAX_ENV_VARS = 64
 MAX_ENV_NAME_CHARS = 128
@@ -227,6 +230,15 @@ def policy_seconds(value: Any, field: str, label: str) -> int:
     except ValidationError:
         raise refuse(field, f"{label} is a whole number of seconds from 0 (off) to {MAX_POLICY_SECONDS:,} "
                             f"(30 days), got {_shown(value)}.") from None
+
+
+def grow_interval_seconds(value: Any, field: str = "grow_interval_s") -> int:
+    """A pool's elastic grow interval (DESIGN §2c): whole seconds, 0 (grow every cycle) to a day."""
+    try:
+        return whole_number(value, field, low=0, high=MAX_GROW_INTERVAL_S, label="Grow interval")
+    except ValidationError:
+        raise refuse(field, f"Grow interval is a whole number of seconds from 0 (every cycle) to "
+                            f"{MAX_GROW_INTERVAL_S:,} (1 day), got {_shown(value)}.") from None
 
 
 STARVATION_HOLD_NEEDS_GUARD = (

@@ -33,7 +33,8 @@ def pool_policies() -> dict[str, engine.Policy]:
                                          starvation_s=float(row.starvation_s),
                                          starvation_hold=bool(row.starvation_hold),
                                          starved_min_runtime_s=float(row.starved_min_runtime_s),
-                                         default_time_limit_s=float(row.default_time_limit_s))
+                                         default_time_limit_s=float(row.default_time_limit_s),
+                                         grow_interval_s=float(row.grow_interval_s))
         for row in PoolPolicy.objects.all()
     }
 

@@ -26,7 +26,12 @@ from scheduler.states import (
     PodStatus,
     choices,
 )
-from scheduler.validation import MAX_GRACE_SECONDS, guard_extension_problems
+from scheduler.validation import (
+    DEFAULT_GROW_INTERVAL_S,
+    MAX_GRACE_SECONDS,
+    MAX_GROW_INTERVAL_S,
+    guard_extension_problems,
+)
 
 GRACE_SECONDS_MAX = MAX_GRACE_SECONDS  # the longest grace period a job may ask for (SIGTERM → SIGKILL)
 
@@ -460,8 +465,9 @@ class PoolPolicy(PoolTimeLimits):
         "(0: off).",
     )
     grow_interval_s = models.PositiveIntegerField(
-        default=300, help_text="An elastic job grows at most this often: every resize restarts its workers from "
-        "their checkpoint (DESIGN §2c).",
+        default=DEFAULT_GROW_INTERVAL_S,
+        help_text="An elastic job grows at most this often: every resize restarts its workers from their "
+        "checkpoint (DESIGN §2c).",
     )
 
     class Meta:
@@ -472,6 +478,8 @@ class PoolPolicy(PoolTimeLimits):
         """The admin's check; the console's `pool_policy_set` refuses the same (scheduler.validation)."""
         problems = guard_extension_problems(starvation_s=self.starvation_s or 0, starvation_hold=self.starvation_hold,
                                             starved_min_runtime_s=self.starved_min_runtime_s or 0)
+        if (self.grow_interval_s or 0) > MAX_GROW_INTERVAL_S:
+            problems["grow_interval_s"] = f"At most {MAX_GROW_INTERVAL_S:,} s (1 day)."
         if problems:
             raise ValidationError({field: [problem] for field, problem in problems.items()})
 

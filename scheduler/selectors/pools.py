@@ -15,6 +15,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.db.models import Count, Sum
 
 from scheduler.models import Node, PoolPolicy, ResourceType
+from scheduler.validation import DEFAULT_GROW_INTERVAL_S
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class PoolPolicyRow:
     starvation_hold: bool  # extends the starvation guard (only with starvation_s above 0)
     starved_min_runtime_s: int  # extends it too: runs begun after starving are not reclaimed before this
     default_time_limit_s: int  # DESIGN §2d: the time limit of jobs that set none (0: none)
+    grow_interval_s: int  # DESIGN §2c: an elastic job grows at most this often
     has_row: bool  # False: the pool has no PoolPolicy row and uses the defaults
     last_change: PolicyChange | None
 
@@ -94,6 +96,7 @@ def pool_policy_rows() -> list[PoolPolicyRow]:
                 starvation_hold=policy.starvation_hold if policy else False,
                 starved_min_runtime_s=policy.starved_min_runtime_s if policy else 0,
                 default_time_limit_s=policy.default_time_limit_s if policy else 0,
+                grow_interval_s=policy.grow_interval_s if policy else DEFAULT_GROW_INTERVAL_S,
                 has_row=policy is not None,
                 last_change=changes.get(policy.pk) if policy else None,
             )

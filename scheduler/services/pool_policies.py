@@ -1,5 +1,6 @@
 """Pool policy writes (DESIGN §2b): a pool's idle share, minimum runtime and starvation guard, and
-the starvation hold that extends the guard (Tidepool's, docs/scheduling.md; only with the guard on).
+the starvation hold that extends the guard (Tidepool's, docs/scheduling.md; only with the guard on);
+its default time limit (§2d) and how often its elastic jobs may grow (`grow_interval_s`, §2c).
 
 The console's pool page calls `pool_policy_set`; the Django admin edits the same `PoolPolicy` row.
 A pool without a row uses the defaults (§2's rules), so a save that changes nothing writes
@@ -25,12 +26,13 @@ from scheduler.publish import wake_scheduler_on_commit
 log = logging.getLogger("tidepool.policies")
 
 POLICY_FIELDS = ("idle_share", "min_runtime_s", "starvation_s", "starvation_hold", "starved_min_runtime_s",
-                 "default_time_limit_s")
+                 "default_time_limit_s", "grow_interval_s")
 POLICY_LABELS = {"idle_share": "Idle share", "min_runtime_s": "Minimum runtime", "starvation_s": "Starvation guard",
                  "starvation_hold": "Starvation hold", "starved_min_runtime_s": "Minimum runtime after starving",
-                 "default_time_limit_s": "Default time limit"}
+                 "default_time_limit_s": "Default time limit", "grow_interval_s": "Grow interval"}
 DEFAULTS: dict[str, Any] = {"idle_share": PoolPolicy.IdleShare.FIFO.value, "min_runtime_s": 0, "starvation_s": 0,
-                            "starvation_hold": False, "starved_min_runtime_s": 0, "default_time_limit_s": 0}
+                            "starvation_hold": False, "starved_min_runtime_s": 0, "default_time_limit_s": 0,
+                            "grow_interval_s": validation.DEFAULT_GROW_INTERVAL_S}
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ def _idle_share(value: Any) -> str:
 def policy_values(
     *, idle_share: Any, min_runtime_s: Any, starvation_s: Any, starvation_hold: Any = False,
     starved_min_runtime_s: Any = 0, default_time_limit_s: Any = 0,
+    grow_interval_s: Any = validation.DEFAULT_GROW_INTERVAL_S,
 ) -> dict[str, Any]:
     """The policies checked against validation's bounds; a ValidationError keyed by field. The hold and
     the minimum runtime after starving extend the starvation guard, so either is refused (at its own
@@ -79,6 +82,8 @@ def policy_values(
         # DESIGN §2d: the time limit of jobs that set no maximum running time (0: none)
         "default_time_limit_s": validation.policy_seconds(default_time_limit_s, "default_time_limit_s",
                                                           "Default time limit"),
+        # DESIGN §2c: an elastic job grows at most this often (0: every cycle; at most a day)
+        "grow_interval_s": validation.grow_interval_seconds(grow_interval_s),
     }
     problems = validation.guard_extension_problems(
         starvation_s=values["starvation_s"], starvation_hold=values["starvation_hold"],
@@ -114,14 +119,16 @@ def pool_policy_set(
     starvation_hold: Any = False,
     starved_min_runtime_s: Any = 0,
     default_time_limit_s: Any = 0,
+    grow_interval_s: Any = validation.DEFAULT_GROW_INTERVAL_S,
 ) -> PoolPolicySaved:
-    """Set a pool's §2b policies. Refuses an unknown pool, an unknown idle share, a duration below 0
-    or above 30 days, a hold that is not on or off, or the hold or a minimum runtime after starving with
-    the starvation guard off (0) with a ValidationError keyed by the field; nothing is written then."""
+    """Set a pool's §2b policies, its default time limit (§2d) and its grow interval (§2c). Refuses an
+    unknown pool, an unknown idle share, a duration below 0 or above 30 days, a grow interval above a day,
+    a hold that is not on or off, or the hold or a minimum runtime after starving with the starvation
+    guard off (0) with a ValidationError keyed by the field; nothing is written then."""
     pool = _pool(resource_type)
     values = policy_values(idle_share=idle_share, min_runtime_s=min_runtime_s, starvation_s=starvation_s,
                            starvation_hold=starvation_hold, starved_min_runtime_s=starved_min_runtime_s,
-                           default_time_limit_s=default_time_limit_s)
+                           default_time_limit_s=default_time_limit_s, grow_interval_s=grow_interval_s)
     policy = PoolPolicy.objects.select_for_update().filter(resource_type=pool).first()
     before = {field: getattr(policy, field) for field in POLICY_FIELDS} if policy else dict(DEFAULTS)
     changes = _changes(before, values)

@@ -267,13 +267,16 @@ def test_pools_and_their_policies_read_only(world: World, alice: Client) -> None
 
     assert alice.get("/api/v1/pools/").json() == [
         {"resource_type": "general", "nodes": 2, "gpus": 16, "idle_share": "fifo", "min_runtime_s": 0,
-         "starvation_s": 0, "starvation_hold": False, "starved_min_runtime_s": 0, "default_time_limit_s": 0}]
+         "starvation_s": 0, "starvation_hold": False, "starved_min_runtime_s": 0, "default_time_limit_s": 0,
+         "grow_interval_s": 300}]
     PoolPolicy.objects.create(resource_type="lingjun", idle_share="fair", min_runtime_s=600, starvation_s=3600,
-                              starvation_hold=True, starved_min_runtime_s=7200, default_time_limit_s=86400)
+                              starvation_hold=True, starved_min_runtime_s=7200, default_time_limit_s=86400,
+                              grow_interval_s=30)
     pools = {p["resource_type"]: p for p in alice.get("/api/v1/pools/").json()}
     assert pools["lingjun"] == {"resource_type": "lingjun", "nodes": 0, "gpus": 0, "idle_share": "fair",
                                 "min_runtime_s": 600, "starvation_s": 3600, "starvation_hold": True,
-                                "starved_min_runtime_s": 7200, "default_time_limit_s": 86400}
+                                "starved_min_runtime_s": 7200, "default_time_limit_s": 86400,
+                                "grow_interval_s": 30}
     assert alice.post("/api/v1/pools/", {}, content_type="application/json").status_code == 405
 
 

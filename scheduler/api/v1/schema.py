@@ -201,6 +201,9 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
                                  "reclaim candidate before it has run this long (0: off).",
         "default_time_limit_s": "DESIGN §2d: the time limit of jobs that set no maximum running time; they are "
                                 "stopped past it and start estimates count on it (0: none).",
+        "grow_interval_s": "DESIGN §2c: an elastic job grows into idle capacity at most this often after its "
+                           "start or last resize (every resize restarts its workers from their checkpoint); "
+                           "0: every cycle.",
     },
     "Me": {
         "username": "The user the credentials belong to.",

@@ -382,6 +382,7 @@ class PoolSerializer(serializers.Serializer):
     starvation_hold = serializers.BooleanField()
     starved_min_runtime_s = serializers.IntegerField()
     default_time_limit_s = serializers.IntegerField()
+    grow_interval_s = serializers.IntegerField()
 
 
 class MeSerializer(serializers.Serializer):
