@@ -26,6 +26,7 @@ from scheduler.models.core import (
     gib_to_mib,
 )
 from scheduler.models.elastic import JobResize
+from scheduler.models.node_keys import NodeKey
 from scheduler.models.records import AllocationSample, InstanceLease
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "JobRole",
     "JobType",
     "Node",
+    "NodeKey",
     "Pod",
     "PoolPolicy",
     "REQUEUED_PREEMPTED",

@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from scheduler.api.v1 import cluster, stream, unknown, views
+from scheduler.api.v1 import cluster, node_keys, stream, unknown, views
 
 app_name = "api-v1"
 
@@ -20,6 +20,9 @@ urlpatterns = [
     path("quotas/<int:pk>/", cluster.QuotaDetailView.as_view(), name="quota"),
     path("nodes/", cluster.NodeListView.as_view(), name="nodes"),
     path("nodes/<str:name>/drain/", cluster.NodeDrainView.as_view(), name="node_drain"),
+    path("node-keys/", node_keys.NodeKeyListView.as_view(), name="node_keys"),
+    path("node-keys/<str:node>/rotate/", node_keys.NodeKeyRotateView.as_view(), name="node_key_rotate"),
+    path("node-keys/<str:node>/revoke/", node_keys.NodeKeyRevokeView.as_view(), name="node_key_revoke"),
     path("workspaces/", cluster.WorkspaceListView.as_view(), name="workspaces"),
     path("pools/", cluster.PoolListView.as_view(), name="pools"),
     path("me/", cluster.MeView.as_view(), name="me"),

@@ -47,6 +47,12 @@ def read_progress(path: str) -> Progress | None:
         data = json.loads(raw)
     except ValueError:  # partial write, not UTF-8, not JSON
         return None
+    return progress_from(data)
+
+
+def progress_from(data: Any) -> Progress | None:
+    """A progress report from its JSON object (a file's, or a node's report to the console);
+    None when it is not a well-formed one."""
     if not isinstance(data, dict):
         return None
     step = _int(data.get("step"))
