@@ -25,6 +25,11 @@ from config.serving import default_workers
 
 wsgi_app = "config.wsgi:application"
 worker_class = "sync"
+# The master imports Django and every view once (config/wsgi.py warms the URLconf), then forks: each
+# worker starts warm, so the first requests after a start or a restart do not wait seconds for the
+# imports of their worker (measured: the first bench run's p95 after a start, docs/benchmarks.md).
+# gunicorn's own setting; the price is that SIGHUP reloads configuration, not code (restart instead).
+preload_app = True
 bind = [os.environ.get("TIDEPOOL_HTTP_BIND", "127.0.0.1:8001")]
 workers = int(os.environ.get("TIDEPOOL_WEB_WORKERS") or default_workers())
 timeout = int(os.environ.get("TIDEPOOL_WEB_TIMEOUT", "60"))

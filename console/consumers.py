@@ -81,7 +81,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     pod running); notices arriving within `coalesce_s` are answered with one re-read.
     """
 
-    coalesce_s = 0.05  # one cycle publishes its notices together, after commit: 50 ms gathers them
+    # One cycle (or one request) publishes its notices together, right after its commit, so they
+    # arrive within a few milliseconds of each other: 20 ms gathers them without adding much to
+    # every update's delay (docs/benchmarks.md: the fan-out figure counts it).
+    coalesce_s = 0.02
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -206,25 +209,27 @@ class JobListConsumer(LiveConsumer):
         return message, (page.ids, page.total)
 
     async def push_changes(self, job_ids: set[int]) -> None:
-        current = await shared_reads.read(
-            ("page_ids", self.user.pk, self.query), self._noticed_at,
-            lambda: database_sync_to_async(page_ids)(user=self.user, query=self.query),
+        # The page's ids and the changed rows on it in one trip to the database thread: the usual
+        # change (a job on the page moved on) then costs one read, shared by this user's sockets.
+        changed = frozenset(job_ids)
+        current, rows = await shared_reads.read(
+            ("changes", self.user.pk, self.query, changed), self._noticed_at,
+            lambda: database_sync_to_async(self._page_changes)(changed),
         )
         if current != self._sent:
             await self._send_page()
             return
-        on_page = [pk for pk in current[0] if pk in job_ids]
-        if not on_page:
-            return
-        rows = await shared_reads.read(
-            ("rows", self.user.pk, tuple(on_page)), self._noticed_at,
-            lambda: database_sync_to_async(self._rows)(on_page),
-        )
         if rows:
             await self.send_json({"type": "rows", "rows": rows})
 
-    def _rows(self, job_ids: list[int]) -> list[dict[str, Any]]:
-        return [{"id": job.pk, "html": render_row(job)} for job in visible_rows(user=self.user, job_ids=job_ids)]
+    def _page_changes(self, job_ids: frozenset[int]) -> tuple[tuple[list[int], int], list[dict[str, Any]]]:
+        """The page's (ids, total) now, and the rendered rows of the jobs on it that changed."""
+        current = page_ids(user=self.user, query=self.query)
+        on_page = [pk for pk in current[0] if pk in job_ids]
+        if not on_page:
+            return current, []
+        return current, [{"id": job.pk, "html": render_row(job)}
+                         for job in visible_rows(user=self.user, job_ids=on_page)]
 
 
 class JobDetailConsumer(LiveConsumer):
