@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from console import api_pages, assets, pool_pages, views
+from console import api_pages, assets, node_key_pages, pool_pages, views
 from scheduler.validation import register_id_converter
 
 register_id_converter()
@@ -21,6 +21,8 @@ urlpatterns = [
     path("workspaces/new/", views.WorkspaceFormView.as_view(), name="workspace_new"),
     path("workspaces/<id:pk>/edit/", views.WorkspaceFormView.as_view(), name="workspace_edit"),
     path("nodes/", views.NodeListView.as_view(), name="nodes"),
+    path("nodes/keys/", node_key_pages.NodeKeyListView.as_view(), name="node_keys"),
+    path("nodes/keys/<slug:node>/<slug:action>/", node_key_pages.NodeKeyActionView.as_view(), name="node_key_action"),
     path("pools/", pool_pages.PoolPolicyView.as_view(), name="pools"),
     path("tokens/", api_pages.TokenListView.as_view(), name="tokens"),
     path("tokens/<id:pk>/revoke/", api_pages.TokenRevokeView.as_view(), name="token_revoke"),

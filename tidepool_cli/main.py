@@ -1,4 +1,4 @@
-"""`tidepool` commands: login, submit, jobs, get, logs, stop, restart, quotas, nodes, drain (docs/cli.md)."""
+"""`tidepool` commands: login, submit, jobs, get, logs, stop, restart, quotas, nodes, drain, node keys (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -245,4 +245,42 @@ def cmd_drain(args: argparse.Namespace) -> int:
         emit(args, node)
         return OK
     print_table([_node_state(node)], NODE_COLUMNS)
+    return OK
+
+
+NODE_KEY_COLUMNS = ("node", "prefix", "created_at", "last_used_at", "state")
+
+
+def _key_state(key: dict[str, Any]) -> dict[str, Any]:
+    key["state"] = "live" if key["live"] else "revoked"
+    return key
+
+
+def cmd_node_keys(args: argparse.Namespace) -> int:
+    keys = Api(load_config()).get("node-keys/")
+    if args.output != "table":
+        emit(args, keys)
+        return OK
+    print_table([_key_state(key) for key in keys], NODE_KEY_COLUMNS)
+    return OK
+
+
+def cmd_node_key(args: argparse.Namespace) -> int:
+    """add / rotate: the key alone on stdout (it is shown this once: `KEY=$(tidepool node-key add gpu-03)`),
+    what to do with it on stderr; revoke: the key's row."""
+    api = Api(load_config())
+    node = urllib.parse.quote(args.node, safe="")
+    if args.action == "add":
+        key = api.call("POST", "node-keys/", {"node": args.node})
+    else:
+        key = api.call("POST", f"node-keys/{node}/{args.action}/")
+    if args.output != "table":
+        emit(args, key)
+    elif args.action == "revoke":
+        print_table([_key_state(key)], NODE_KEY_COLUMNS)
+    else:
+        verb = "added" if args.action == "add" else "has a new key (the old one is refused from now on)"
+        print(f"node {key['node']} {verb}; its key, shown this once, goes in TIDEPOOL_NODE_KEY on the node:",
+              file=sys.stderr)
+        print(key["key"])
     return OK

@@ -93,6 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
                            "with their grace period and restart elsewhere")
     drain.add_argument("node", help="the node's name")
     drain.set_defaults(run=m.cmd_drain)
+    sub.add_parser("node-keys", parents=[common], help="node keys (staff): prefix, state; never the key") \
+        .set_defaults(run=m.cmd_node_keys)
+    node_key = sub.add_parser("node-key", parents=[common], help="add a node (its key, shown once), rotate or "
+                              "revoke its key (staff)")
+    node_key.add_argument("action", choices=("add", "rotate", "revoke"))
+    node_key.add_argument("node", help="the node's name")
+    node_key.set_defaults(run=m.cmd_node_key)
     return parser
 
 
