@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .charts import Scaled
+from .charts import Scaled, duration
 from .clusters import (
     load_cluster_yaml,
     load_openb_nodes,
@@ -25,7 +25,9 @@ from .clusters import (
     philly_cluster,
     scale_cluster,
 )
+from .elastic import DEFAULT_ALPHA, DEFAULT_SHARE
 from .limits import LIMIT_MODELS
+from .metrics import elastic_comparison
 from .metrics import figures as replay_figures
 from .metrics import targets as issue_targets
 from .model import ReplayConfig, ReplayResult
@@ -72,7 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"comma-separated: {','.join(POLICIES)}, each optionally with +modifiers that override the options "
         "below for that column only: +fair, +fifo-share, +safe-point, +preempt-within, +min-runtime=S, "
         "+starvation=S (S: seconds, or 30m, 12h, 2d), +hold (the starvation hold), "
-        "+starved-min-runtime=S, +limits=MODEL (see --limits), e.g. idle,idle+fair",
+        "+starved-min-runtime=S, +limits=MODEL (see --limits), +elastic or +elastic=F (see --elastic, "
+        "--elastic-share), +elastic-alpha=A, e.g. idle,idle+fair or idle,idle+elastic",
     )
     parser.add_argument("--scale", type=_positive_float, default=1.0,
                         help="multiply every quota and the inventory by F (rounded up: docs/simulator.md)")
@@ -130,6 +133,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--exact", action="store_true",
         help="give the engine every pending job at every cycle (no pruning or skipping): slow, for checking",
     )
+    add_elastic_arguments(parser)
+
+
+def add_elastic_arguments(parser: argparse.ArgumentParser) -> None:
+    """DESIGN §2c's elastic jobs in a replay: the declared model's options (elastic.py)."""
+    parser.add_argument("--elastic", action="store_true",
+                        help="DESIGN §2c elastic jobs (idle policy only), by the declared model of docs/simulator.md: a "
+                        "share of the jobs of 2+ GPUs, as the fewest equal pods (at least 2, none over a node), minimum "
+                        "half of them, throughput (pods / max) ** alpha, every resize restarting from the checkpoint")
+    parser.add_argument("--elastic-share", type=_share, default=DEFAULT_SHARE, metavar="F",
+                        help=f"with --elastic: the share of the jobs of 2+ GPUs made elastic, each job's draw seeded by "
+                        f"its name (default {DEFAULT_SHARE:g})")
+    parser.add_argument("--elastic-alpha", type=_alpha, default=DEFAULT_ALPHA, metavar="A",
+                        help=f"with --elastic: throughput grows as pods ** A, 0 < A <= 1 (default {DEFAULT_ALPHA:g})")
 
 
 def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
@@ -139,24 +156,7 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
     jobs, trace_name = load_jobs(options)
     if not jobs:
         raise SimulationError("the trace has no jobs" + (" in that window" if options.get("window") else ""))
-    settings = (
-        f"cycle {options['cycle_seconds']:g} s, grace {options['grace_seconds']:g} s, checkpoints every "
-        f"{options['checkpoint_minutes']:g} min costing {options.get('checkpoint_cost_seconds', 30.0):g} s "
-        f"({'fixed' if options.get('fixed_checkpoint_phase') else 'random'} phase), "
-        f"restart {options.get('restart_seconds', 60.0):g} s"
-    )
-    if options.get("idle_share", "fifo") != "fifo" or options.get("min_runtime") or options.get("starvation") or (
-            options.get("safe_point") or options.get("preempt_within")):
-        settings += (f"; policies: idle share {options.get('idle_share') or 'fifo'}, min runtime "
-                     f"{float(options.get('min_runtime') or 0):g} s, starvation {float(options.get('starvation') or 0):g} s"
-                     f"{' with the quota hold' if options.get('starvation_hold') else ''}"
-                     f"{_starved_text(options)}"
-                     f"{', victims by safe point' if options.get('safe_point') else ''}"
-                     f"{', preempt_within' if options.get('preempt_within') else ''}")
-    if (options.get("limits") or "none") != "none":
-        settings += f"; time limits {options['limits']}, {int(options.get('estimates', 200))} estimates per pool"
-    if options.get("high_priority_share"):
-        settings += f"; priority 2 for {100 * float(options['high_priority_share']):g} % of the jobs"
+    settings = settings_text(options, policies)
     sweep: list[Scaled] = []
     notes: set[str] = set()
     for scale in scales:
@@ -176,6 +176,8 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
         for line in format_table(all_figures):
             write(line)
         for line in _estimate_lines(all_figures):
+            write(line)
+        for line in _elastic_lines(all_figures):
             write(line)
         checks = issue_targets(all_figures)
         if checks is not None:
@@ -202,6 +204,7 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
         closing |= {
             "scale": scales[0], "gpus": only.results[0].total_gpus, "policies": dict(only.figures),
             "targets": issue_targets(dict(only.figures)),
+            "elastic_vs_idle": elastic_comparison(dict(only.figures)),
         }
     else:
         closing["sweep"] = [
@@ -209,6 +212,32 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
         ]
     write(json.dumps(closing, sort_keys=False))
     return closing
+
+
+def settings_text(options: Mapping[str, Any], policies: list[str]) -> str:
+    """The replay settings, said once on the first line and in the report."""
+    settings = (
+        f"cycle {options['cycle_seconds']:g} s, grace {options['grace_seconds']:g} s, checkpoints every "
+        f"{options['checkpoint_minutes']:g} min costing {options.get('checkpoint_cost_seconds', 30.0):g} s "
+        f"({'fixed' if options.get('fixed_checkpoint_phase') else 'random'} phase), "
+        f"restart {options.get('restart_seconds', 60.0):g} s"
+    )
+    if options.get("idle_share", "fifo") != "fifo" or options.get("min_runtime") or options.get("starvation") or (
+            options.get("safe_point") or options.get("preempt_within")):
+        settings += (f"; policies: idle share {options.get('idle_share') or 'fifo'}, min runtime "
+                     f"{float(options.get('min_runtime') or 0):g} s, starvation {float(options.get('starvation') or 0):g} s"
+                     f"{' with the quota hold' if options.get('starvation_hold') else ''}"
+                     f"{_starved_text(options)}"
+                     f"{', victims by safe point' if options.get('safe_point') else ''}"
+                     f"{', preempt_within' if options.get('preempt_within') else ''}")
+    if (options.get("limits") or "none") != "none":
+        settings += f"; time limits {options['limits']}, {int(options.get('estimates', 200))} estimates per pool"
+    if options.get("high_priority_share"):
+        settings += f"; priority 2 for {100 * float(options['high_priority_share']):g} % of the jobs"
+    if options.get("elastic") or any("+elastic" in p for p in policies):
+        settings += (f"; elastic jobs (where asked): share {float(options.get('elastic_share', DEFAULT_SHARE)):g}, "
+                     f"alpha {float(options.get('elastic_alpha', DEFAULT_ALPHA)):g}")
+    return settings
 
 
 def policy_columns(options: Mapping[str, Any]) -> list[str]:
@@ -249,6 +278,8 @@ def replay_config(options: Mapping[str, Any], policy: str, label: str) -> Replay
         preempt_within=bool(options.get("preempt_within", False)),
         limits=str(options.get("limits") or "none"),
         estimates=int(options.get("estimates", 200)),
+        elastic_share=float(options.get("elastic_share", DEFAULT_SHARE)) if options.get("elastic") else 0.0,
+        elastic_alpha=float(options.get("elastic_alpha", DEFAULT_ALPHA)),
     )
 
 
@@ -266,14 +297,45 @@ def variant_options(options: Mapping[str, Any], spec: str) -> dict[str, Any]:
             changed[_FLAGS[key][0]] = _FLAGS[key][1]
         elif key == "limits" and value in LIMIT_MODELS:
             changed["limits"] = value
+        elif key == "elastic":
+            changed["elastic"] = True
+            if value:
+                changed["elastic_share"] = _modifier_number(spec, key, value, _share)
+        elif key == "elastic-alpha" and value:
+            changed["elastic_alpha"] = _modifier_number(spec, key, value, _alpha)
         elif key in _VALUED and value:
             bound = parse_bound(value)
             if not isinstance(bound, float):
                 raise SimulationError(f"{spec}: {key} takes seconds (600, 30m, 12h, 2d), got {value}")
             changed[_VALUED[key]] = bound
         else:
-            raise SimulationError(f"{spec}: unknown modifier {modifier!r}; use {', '.join([*_FLAGS, *_VALUED, 'limits'])}")
+            raise SimulationError(f"{spec}: unknown modifier {modifier!r}; use "
+                                  f"{', '.join([*_FLAGS, *_VALUED, 'limits', 'elastic', 'elastic-alpha'])}")
     return changed
+
+
+def _modifier_number(spec: str, key: str, value: str, parse: Callable[[str], float]) -> float:
+    try:
+        return parse(value)
+    except (ValueError, argparse.ArgumentTypeError) as exc:
+        raise SimulationError(f"{spec}: {key}: {exc}") from None
+
+
+def _elastic_lines(all_figures: Mapping[str, dict]) -> list[str]:
+    """Issue 24's figures: each column with elastic jobs against `idle` (metrics.elastic_comparison)."""
+    lines = []
+    for name, c in elastic_comparison(all_figures).items():
+        jct, alloc, owners = c["mean_jct_s"], c["allocation_rate"], c["owners_p95_wait_s"]
+        lines.append(
+            f"elastic [{name}] vs [{c['baseline']}]: mean JCT {duration(jct[0])} -> {duration(jct[1])}; useful allocation "
+            f"{100 * alloc[0]:.2f} % -> {100 * alloc[1]:.2f} %; whole-job preemptions {c['preemptions'][0]:,} -> "
+            f"{c['preemptions'][1]:,} ({c['preemptions_avoided']:,} avoided); shrinks {c['shrinks']:,} "
+            f"({c['pods_shrunk']:,} pods), growths {c['growths']:,} ({c['pods_grown']:,} pods), costing "
+            f"{c['gpu_hours_resize_lost']:,.1f} GPU-h; GPU-h lost to preemption {c['gpu_hours_lost'][0]:,.1f} -> "
+            f"{c['gpu_hours_lost'][1]:,.1f}; owners' p95 wait {duration(owners[0])} -> {duration(owners[1])} "
+            f"({'not worse' if c['owners_p95_not_worse'] else 'WORSE'})"
+        )
+    return lines
 
 
 def _estimate_lines(all_figures: Mapping[str, dict]) -> list[str]:
@@ -383,6 +445,13 @@ def _share(text: str) -> float:
     value = float(text)
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def _alpha(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most 1, got {text}")
     return value
 
 

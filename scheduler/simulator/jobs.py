@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, MutableMapping, Sequence
+from dataclasses import replace
 
 from scheduler.engine.quota import QuotaTree
-from scheduler.engine.types import PENDING, Job, Pod
+from scheduler.engine.types import PENDING, Decisions, Elastic, Job, Pod, Quota, Snapshot
 from scheduler.states import PreemptedPhase, phase_after_preemption
 
+from .elastic import ROLE, ElasticShape, shape_of
 from .ledger import JobClass, Ledger
 from .limits import time_limit
-from .model import JobOutcome
+from .model import JobOutcome, ReplayConfig
 from .policies import PolicySetup, fits_guarantee
 from .traces import Cluster, TraceJob, pod_resources
 from .work import Run, WorkModel
@@ -39,9 +41,11 @@ class SimJob:
     __slots__ = (
         "out", "index", "pending_view", "view", "key", "state", "gpus", "duration", "queued_at",
         "progress", "finish_at", "gen", "in_quota", "inq", "model", "nominated_at", "run", "phase", "stopped",
+        "shape", "base_gpus", "extra", "extra_nodes", "resized_at", "after_resize",
     )
 
-    def __init__(self, out: JobOutcome, index: int, pending_view: Job, key: tuple, phase: float) -> None:
+    def __init__(self, out: JobOutcome, index: int, pending_view: Job, key: tuple, phase: float,
+                 shape: ElasticShape | None = None) -> None:
         self.out = out
         self.index = index
         self.pending_view = pending_view
@@ -61,6 +65,38 @@ class SimJob:
         self.run: Run | None = None  # the current run
         self.phase = phase  # work position of its first checkpoint
         self.stopped = False  # a run of it was preempted: later runs pay the restart overhead
+        # §2c (elastic.py): its elastic role (None: a plain job); GPUs of its base (all of a plain job's; `gpus`
+        # is what its pods hold now); the role indexes and nodes of the extra pods it runs, in index order; its
+        # current run's last resize; whether that run began at a resize (its restart is a resize's cost)
+        self.shape = shape
+        self.base_gpus = shape.base_gpus if shape is not None else out.gpus
+        self.extra: tuple[int, ...] = ()
+        self.extra_nodes: tuple[str, ...] = ()
+        self.resized_at: float | None = None
+        self.after_resize = False
+
+    @property
+    def pods_now(self) -> int:
+        """Pods of the elastic role it runs now (elastic jobs)."""
+        assert self.shape is not None
+        return self.shape.min_count + len(self.extra)
+
+    @property
+    def borrowed_gpus(self) -> int:
+        """GPUs it holds Not in Quota while running: all of them, or an In Quota job's extra pods (§2c)."""
+        return self.gpus if not self.in_quota else self.gpus - self.base_gpus
+
+    def running_view(self) -> Job:
+        """The engine's view of it running (its `view` in that phase) with the extra pods it runs now: its base, then
+        its extra pods in index order (§2c, DESIGN §4)."""
+        shape, view = self.shape, self.view
+        assert shape is not None and view.elastic is not None
+        base = view.pods[:shape.min_count]
+        return replace(
+            view, pods=base + (base[-1],) * len(self.extra),
+            nodes=view.nodes[:shape.min_count] + self.extra_nodes,
+            elastic=replace(view.elastic, extra=self.extra, resized_at=self.resized_at),
+        )
 
 
 def build_jobs(
@@ -71,9 +107,10 @@ def build_jobs(
     work: WorkModel,
     max_pod: int,
     limits: str = "none",
+    elastic_share: float = 0.0,
 ) -> tuple[list[SimJob], dict[tuple, JobClass]]:
-    """Each job's engine view (pods split by `max_pod` GPUs, its time limit by the `limits` model), its
-    class and its outcome record."""
+    """Each job's engine view (pods split by `max_pod` GPUs, its time limit by the `limits` model; an elastic
+    job's base, by elastic.py's model with `elastic_share`), its class and its outcome record."""
     sims: list[SimJob] = []
     classes: dict[tuple, JobClass] = {}
     pods_cache: dict[tuple, tuple[Pod, ...]] = {}
@@ -83,23 +120,25 @@ def build_jobs(
     for index, job in enumerate(jobs):
         quota = setup.quota_of_team[job.quota]
         idle = setup.idle_mode(job)
-        shape = (job.gpus, job.gpu_type, job.cpu_m, job.memory_mib)
+        elastic = shape_of(job.name, job.gpus, idle, elastic_share, max_pod)
+        shape = (job.gpus, job.gpu_type, job.cpu_m, job.memory_mib, elastic)
         pods = pods_cache.get(shape)
         if pods is None:
-            pods = tuple(
-                Pod(role="worker", gpus=g, gpu_type=job.gpu_type, cpu_m=c, memory_mib=m)
+            pods = _elastic_base(job, elastic) if elastic is not None else tuple(
+                Pod(role=ROLE, gpus=g, gpu_type=job.gpu_type, cpu_m=c, memory_mib=m)
                 for g, c, m in pod_resources(job.gpus, job.cpu_m, job.memory_mib, max_pod)
             )
             pods_cache[shape] = pods
         view = Job(
             name=job.name, quota=quota, pods=pods, priority=job.priority, idle=idle,
             submitted_at=job.submit_s, phase=PENDING, time_limit_s=time_limit(limits, job.duration_s),
+            elastic=Elastic(ROLE, elastic.min_count, elastic.count) if elastic is not None else None,
         )
         fits_key = (job.quota, job.gpus, job.gpu_type)
         if fits_key not in fits_cache:
             fits_cache[fits_key] = fits_guarantee(job, cluster.quotas, cluster.nodes, tree)
         fits = fits_cache[fits_key]
-        key = (quota, pods, job.priority, idle, fits)
+        key = (quota, pods, job.priority, idle, fits, elastic)
         if key not in classes:
             pool = pools[quota]
             models = (job.gpu_type,) if job.gpu_type else ledger.models_of_pool.get(pool, ())
@@ -108,7 +147,47 @@ def build_jobs(
             )
         out = JobOutcome(
             name=job.name, team=job.quota, gpus=job.gpus, submit_s=job.submit_s,
-            duration_s=job.duration_s, fits_guarantee=fits, priority=job.priority,
+            duration_s=job.duration_s, fits_guarantee=fits, priority=job.priority, elastic=elastic is not None,
         )
-        sims.append(SimJob(out, index, view, key, work.phase(job.name)))
+        sims.append(SimJob(out, index, view, key, work.phase(job.name), elastic))
     return sims, classes
+
+
+def _elastic_base(job: TraceJob, shape: ElasticShape) -> tuple[Pod, ...]:
+    """The base of an elastic job (its gang when pending): `min_count` of its equal pods, each with an equal
+    share of its CPU and memory (floors: the pods of one role are alike)."""
+    pod = Pod(role=ROLE, gpus=shape.pod_gpus, gpu_type=job.gpu_type, cpu_m=job.cpu_m // shape.count,
+              memory_mib=job.memory_mib // shape.count)
+    return (pod,) * shape.min_count
+
+
+def fits_when_empty(engine: Callable[[Snapshot], Decisions], cluster: Cluster, pool: str, pods: tuple[Pod, ...],
+                    cache: MutableMapping[tuple, bool]) -> bool:
+    """Whether a job of `pods` fits `pool` when empty, asked of the engine itself (cached per shape)."""
+    key = (pool, pods)
+    known = cache.get(key)
+    if known is None:
+        probe = Job(name="probe", quota="probe", pods=pods)
+        snapshot = Snapshot(
+            nodes=tuple(n for n in cluster.nodes if n.pool == pool),
+            quotas=(Quota(name="probe", parent=None, min=cluster.capacity(pool), pool=pool),),
+            jobs=(probe,),
+        )
+        known = "probe" in engine(snapshot).admitted
+        cache[key] = known
+    return known
+
+
+def replay_notes(unguaranteed: Sequence[str], outcomes: Sequence[JobOutcome], config: ReplayConfig) -> list[str]:
+    """What a replay's reader should know about its jobs: teams without a guarantee, elastic and refused jobs."""
+    notes = []
+    if unguaranteed:
+        notes.append(f"teams without a guarantee: {', '.join(unguaranteed)}")
+    if config.elastic_share:
+        elastic = sum(1 for o in outcomes if o.elastic)
+        notes.append(f"{elastic} elastic job(s) (share {config.elastic_share:g} of the jobs of 2+ GPUs that may borrow, "
+                     f"alpha {config.elastic_alpha:g})")
+    rejected = sum(1 for o in outcomes if o.rejected)
+    if rejected:
+        notes.append(f"{rejected} job(s) cannot fit the cluster even when empty: refused at submission")
+    return notes

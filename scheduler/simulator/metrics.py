@@ -19,7 +19,8 @@
   check, `gang_starvation`: in each quota with both, its 32+-GPU jobs' p95 wait against its 1-GPU
   jobs', met when at most twice as long, issue 13's criterion). Jain's fairness index of the per-quota mean slowdowns:
   (sum x)^2 / (n sum x^2), 1 when every quota's jobs are slowed alike, 1/n at worst.
-- GPU-hours lost to preemption: redone work, grace periods and restart overhead.
+- GPU-hours lost to preemption: redone work, grace periods and restart overhead. With elastic jobs
+  (DESIGN §2c) what resizes cost (the same three, caused by a shrink or growth) is counted apart.
 - Reclaim latency: for runs that had to reclaim (were nominated), the time from entering the queue
   (submission, or the exit that re-queued it) to starting; `nominated_to_start_s` counts from the
   first nomination instead, leaving out any time spent waiting for the quota to have room.
@@ -202,7 +203,8 @@ def figures(result: ReplayResult) -> dict:
     in_window = gpu_seconds(result, start, end)
     whole = gpu_seconds(result)
     held = sum(whole.values())
-    lost = whole["redone"] + whole["restart"] + whole["grace"]
+    resize_lost = sum(job.resize_lost_gpu_s for job in jobs)
+    lost = whole["redone"] + whole["restart"] + whole["grace"] - resize_lost  # preemptions' share
     capacity = result.total_gpus * (end - start)
     config = result.config
     quotas = by_quota(jobs, result.end_s)
@@ -236,6 +238,12 @@ def figures(result: ReplayResult) -> dict:
             str(p): summary([j.queued_s for j in jobs if j.priority == p]) for p in sorted({j.priority for j in jobs})
         },
         "gpu_hours_lost": _round(lost / 3600),
+        "elastic_jobs": sum(1 for job in jobs if job.elastic),
+        "shrinks": result.shrinks,
+        "growths": result.growths,
+        "pods_shrunk": result.pods_shrunk,
+        "pods_grown": result.pods_grown,
+        "gpu_hours_resize_lost": _round(resize_lost / 3600),
         "gpu_hours_delivered": _round(held / 3600),
         "lost_share": _round(lost / held, 6) if held > 0 else 0.0,
         "reclaim_latency_s": summary(result.reclaim_latencies_s),
@@ -246,6 +254,8 @@ def figures(result: ReplayResult) -> dict:
         "checkpoint_s": config.checkpoint_s,
         "checkpoint_cost_s": config.checkpoint_cost_s,
         "restart_s": config.restart_s,
+        "elastic_share": config.elastic_share,
+        "elastic_alpha": config.elastic_alpha,
         "cycles": result.cycles,
         "engine_calls": result.engine_calls,
         "engine_s": _round(result.engine_s, 1),
@@ -279,3 +289,31 @@ def targets(all_figures: dict[str, dict]) -> dict | None:
         "lost_share": idle["lost_share"],
         "lost_under_1pct": idle["lost_share"] < 0.01,
     }
+
+
+def elastic_comparison(all_figures: Mapping[str, dict], baseline: str = "idle") -> dict[str, dict]:
+    """Issue 24's figures of each column with elastic jobs against the `baseline` column (same replay without
+    them): mean JCT, useful allocation, whole-job preemptions (and how many fewer), the resizes done and what
+    they cost, and the owners' p95 wait (jobs whose first run was In Quota), which must not get worse."""
+    base = all_figures.get(baseline)
+    if base is None or base["elastic_share"]:
+        return {}
+    out = {}
+    for name, f in all_figures.items():
+        if not f["elastic_share"]:
+            continue
+        owners, owners_base = f["wait_s"]["own_quota"]["p95"], base["wait_s"]["own_quota"]["p95"]
+        out[name] = {
+            "baseline": baseline,
+            "mean_jct_s": [base["mean_jct_s"], f["mean_jct_s"]],
+            "allocation_rate": [base["allocation_rate"], f["allocation_rate"]],
+            "preemptions": [base["preemptions"], f["preemptions"]],
+            "preemptions_avoided": base["preemptions"] - f["preemptions"],
+            "shrinks": f["shrinks"], "pods_shrunk": f["pods_shrunk"],
+            "growths": f["growths"], "pods_grown": f["pods_grown"],
+            "gpu_hours_lost": [base["gpu_hours_lost"], f["gpu_hours_lost"]],
+            "gpu_hours_resize_lost": f["gpu_hours_resize_lost"],
+            "owners_p95_wait_s": [owners_base, owners],
+            "owners_p95_not_worse": owners is None or owners_base is None or owners <= owners_base,
+        }
+    return out

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from scheduler.engine.types import IDLE_SHARES, Policy
 
+from .elastic import DEFAULT_ALPHA
 from .work import RunRecord, WorkModel
 
 
@@ -33,6 +34,10 @@ class ReplayConfig:
     name: str = ""  # the column's name in tables and reports (default: the policy)
     limits: str = "none"  # §2d time limits given to the jobs (simulator/limits.py)
     estimates: int = 200  # pending jobs per pool the engine estimates exactly, when jobs have limits
+    # DESIGN §2c: the share of the jobs of 2+ GPUs that are elastic (0: none) and their throughput exponent
+    # (elastic.py, the declared model)
+    elastic_share: float = 0.0
+    elastic_alpha: float = DEFAULT_ALPHA
 
     def __post_init__(self) -> None:
         if self.cycle_s < 0 or self.grace_s < 0:
@@ -41,6 +46,11 @@ class ReplayConfig:
         if self.limits not in ("none", "exact", "x2", "round") or self.estimates < 0:
             raise ValueError("limits are none, exact, x2 or round, and estimates must not be negative")
         self.engine_policy()  # checks the policy values
+        if not 0 <= self.elastic_share <= 1 or not 0 < self.elastic_alpha <= 1:
+            raise ValueError("the elastic share is between 0 and 1, and alpha above 0 and at most 1")
+        if self.elastic_share > 0 and self.policy != "idle":
+            raise ValueError("elastic jobs need idle mode acceptable or only (DESIGN §2c): only the idle policy "
+                             "has them")
 
     def engine_policy(self) -> Policy:
         if self.idle_share not in IDLE_SHARES or min(self.min_runtime_s, self.starvation_s,
@@ -91,6 +101,12 @@ class JobOutcome:
     # §2d: the first start estimate the engine gave it (None: unknown), and when (None: never estimated)
     estimated_start_s: float | None = None
     estimate_made_s: float | None = None
+    # §2c: elastic under the model (elastic.py); its shrinks and growths, and what they cost: work redone,
+    # the restart overhead of the runs after them, the grace period of the pods a shrink removed
+    elastic: bool = False
+    shrinks: int = 0
+    growths: int = 0
+    resize_lost_gpu_s: float = 0.0
 
     @property
     def wait_s(self) -> float | None:
@@ -99,7 +115,7 @@ class JobOutcome:
 
     @property
     def lost_gpu_s(self) -> float:
-        """What preemptions cost: redone work, grace periods and restart overhead."""
+        """What preemptions and resizes cost: redone work, grace periods and restart overhead."""
         return self.redone_gpu_s + self.grace_gpu_s + self.restart_gpu_s
 
     @property
@@ -120,6 +136,10 @@ class ReplayResult:
     preemptions: int = 0
     demotions: int = 0  # preempt_within: In Quota jobs moved to idle resources (and left running) by higher-priority ones
     in_quota_preemptions: int = 0  # preempt_within: victims that were In Quota (demoted and reclaimed at once, or taken)
+    shrinks: int = 0  # §2c: the engine's shrink decisions (a job that lost extra pods in one cycle: one)
+    growths: int = 0
+    pods_shrunk: int = 0
+    pods_grown: int = 0
     cycles: int = 0
     engine_calls: int = 0
     engine_s: float = 0.0

@@ -8,7 +8,11 @@ Events at the same instant as a cycle are applied before it. With `cycle_s = 0` 
 gets its own cycle.
 
 A preempted job keeps its GPUs for the whole grace period (the conservative case: its pods use all of it),
-then exits and is queued again with its first queue time. How wall time turns into work (checkpoint saves at
+then exits and is queued again with its first queue time. Elastic jobs (DESIGN §2c, the model in elastic.py)
+are given to the engine as the live loop gives them: pending, their base; running, their base and extra pods
+with their last resize; the pods a shrink removed, as a terminating job of their own (`name~shrinking`) until
+they exit after the grace period. A shrink or a growth restarts the job's run at the new size (resizes.py);
+a running elastic job below its maximum wakes the replay when its growth interval has passed. How wall time turns into work (checkpoint saves at
 a per-job phase, their cost, the restart overhead of a resumed run, the work redone after a preemption) is
 work.py's; a victim whose run ends within the grace period finishes normally.
 
@@ -45,20 +49,19 @@ from scheduler.engine.types import (
     Snapshot,
 )
 
-from . import fifo
+from . import fifo, resizes
 from . import jobs as states
-from .jobs import SimJob, build_jobs
+from .jobs import SimJob, build_jobs, fits_when_empty, replay_notes
 from .ledger import JobClass, Ledger
 from .limits import estimate_heads, note_first_estimates
 from .model import JobOutcome, ReplayConfig, ReplayResult
 from .policies import FIFO, PolicySetup, build_policy, quota_path
+from .resizes import COMPLETE, EXIT, GROW_DUE, SHRUNK_EXIT
 from .traces import Cluster, TraceJob
 from .work import Run, RunRecord
 
 Engine = Callable[[Snapshot], Decisions]
 
-# Event kinds, ordered so that at one instant completions and exits free capacity before arrivals.
-_COMPLETE, _EXIT, _ARRIVE = 0, 1, 2
 
 __all__ = ["Engine", "JobOutcome", "ReplayConfig", "ReplayResult", "replay"]
 
@@ -73,7 +76,7 @@ def replay(jobs: Sequence[TraceJob], cluster: Cluster, config: ReplayConfig, eng
     return _Replay(jobs, cluster, config, engine, progress).run()
 
 
-class _Replay:
+class _Replay(resizes.ResizeSteps):
     def __init__(self, jobs: Sequence[TraceJob], cluster: Cluster, config: ReplayConfig, engine: Engine,
                  progress: Callable[[str], None] | None) -> None:
         self.config = config
@@ -94,7 +97,7 @@ class _Replay:
         paths = {q.name: tuple(p.name for p in quota_path(q.name, quotas_by_name)) for q in self.quotas}
         self.ledger = Ledger(self.nodes, self.quotas, paths)
         self.sims, self.classes = build_jobs(jobs, self.setup, cluster, self.ledger, self.work, self.max_pod,
-                                             config.limits)
+                                             config.limits, config.elastic_share)
         self.outcomes: list[JobOutcome] = [sim.out for sim in self.sims]
         self.by_name = {sim.out.name: sim for sim in self.sims}
         if len(self.by_name) != len(self.sims):
@@ -121,6 +124,8 @@ class _Replay:
         self.last_event = 0.0
         self.feasible_cache: dict[tuple, bool] = {}
         self.policy = config.engine_policy()
+        self.resizes = resizes.Resizes()  # §2c: shrinks and growths, and the pods shrinks removed until they exit
+        self.growth_due = False  # an elastic job's growth interval passed since the last engine call
         # With a guard every starving job goes into the snapshot too (`_select`), and with the hold every class
         # head that could be its quota's holder; under fifo a quota's queue stops at its blocked head, so there
         # the guard turns pruning off. preempt_within (demotions add headroom and candidates within a cycle)
@@ -153,13 +158,17 @@ class _Replay:
             if t_event <= t_arrival:
                 _, kind, _, index, gen = heapq.heappop(self.events)
                 sim = self.sims[index]
-                if gen != sim.gen:
-                    continue  # superseded (a preempted job's completion)
-                self.last_event = self.now
-                if kind == _COMPLETE:
+                if kind == SHRUNK_EXIT:  # pods of their own: whatever became of their job since
+                    self._shrunk_exit(sim)
+                elif gen != sim.gen or (kind == GROW_DUE and sim.state != states.RUNNING):
+                    continue  # superseded (a preempted or resized job's completion, a finished job's growth)
+                elif kind == GROW_DUE:
+                    self.growth_due = True
+                elif kind == COMPLETE:
                     self._complete(sim)
                 else:
                     self._exit(sim)
+                self.last_event = self.now
             else:
                 accepted = self._arrive(self.sims[arrivals[next_arrival]])
                 self.last_event = self.now
@@ -183,12 +192,13 @@ class _Replay:
             preemptions=self.preemptions,
             demotions=self.demotions,
             in_quota_preemptions=self.in_quota_preemptions,
+            **self.resizes.counts(),
             cycles=self.cycles,
             engine_calls=self.engine_calls,
             engine_s=self.engine_s,
             wall_s=time.perf_counter() - started,
             end_s=self.last_event,
-            notes=self._notes(),
+            notes=replay_notes(self.setup.unguaranteed, self.outcomes, self.config),
         )
 
     def _censor(self) -> None:
@@ -208,15 +218,6 @@ class _Replay:
             f"{running} running, {pending} pending, {self.engine_calls} engine calls, "
             f"{time.perf_counter() - started:.0f} s"
         )
-
-    def _notes(self) -> list[str]:
-        notes = []
-        if self.setup.unguaranteed:
-            notes.append(f"teams without a guarantee: {', '.join(self.setup.unguaranteed)}")
-        rejected = sum(1 for o in self.outcomes if o.rejected)
-        if rejected:
-            notes.append(f"{rejected} job(s) cannot fit the cluster even when empty: refused at submission")
-        return notes
 
     # --- events --------------------------------------------------------------------------------
 
@@ -247,8 +248,9 @@ class _Replay:
         if states.requeue_after_exit(sim):
             self._enqueue(sim)
 
-    def _record(self, sim: SimJob, record: RunRecord) -> None:
-        """Keep a run that ended and add where its GPU-time went to its job's figures."""
+    def _record(self, sim: SimJob, record: RunRecord, resized: bool = False) -> None:
+        """Keep a run that ended and add where its GPU-time went to its job's figures. `resized`: it ended at a
+        shrink or growth (§2c), which caused its redone work and grace; a run begun at one owes it its restart."""
         self.runs.append(record)
         out = sim.out
         split = record.split(-math.inf, math.inf)
@@ -257,6 +259,10 @@ class _Replay:
         out.checkpoint_gpu_s += split["checkpoint"]
         out.restart_gpu_s += split["restart"]
         out.grace_gpu_s += split["grace"]
+        if resized:
+            out.resize_lost_gpu_s += split["redone"] + split["grace"]
+        if sim.after_resize:  # grace records of shrunk pods have no restart
+            out.resize_lost_gpu_s += split["restart"]
 
     def _release(self, sim: SimJob) -> None:
         del self.active[sim.out.name]
@@ -265,8 +271,8 @@ class _Replay:
         ledger.add(ledger.held, key, -sim.gpus)
         if sim.state == states.TERMINATING:
             ledger.add(ledger.releasing, key, -sim.gpus)
-        elif not sim.in_quota:
-            ledger.add(ledger.borrowed, key, -sim.gpus)
+        else:
+            ledger.add(ledger.borrowed, key, -sim.borrowed_gpus)
         self._set_inq(sim, None)
         self._allocate(-sim.gpus)
         self.freed = True
@@ -312,6 +318,7 @@ class _Replay:
             self.config.skip_unchanged
             and not self.config.timed
             and not self.freed
+            and not self.growth_due
             and all(sim.out.name in self.left_pending for sim in selected)
         ):
             return
@@ -324,7 +331,7 @@ class _Replay:
             by_quota = cut
             selected = [self.sims[i] for indexes in by_quota.values() for i in indexes]
             decisions = self._decide(selected)
-        self.freed = False
+        self.freed = self.growth_due = False
         note_first_estimates(decisions, self.by_name, self.now)
         self._apply(decisions)
         self.left_pending = {s.out.name for s in selected if s.state == states.QUEUED}
@@ -335,7 +342,7 @@ class _Replay:
         snapshot = Snapshot(
             nodes=self.nodes,
             quotas=self.quotas,
-            jobs=active + tuple(s.view for s in selected),
+            jobs=active + self.resizes.exiting() + tuple(s.view for s in selected),
             now=self.now,
             policy=self.policy,
         )
@@ -346,8 +353,9 @@ class _Replay:
         return decisions
 
     def _view(self, sim: SimJob) -> Job:
-        """A running borrower with its last checkpoint so far (a reclaim candidate's safe point, §2)."""
-        if sim.state != states.RUNNING or sim.in_quota or sim.run is None:
+        """A running borrower (or elastic job with extra pods, §2c) with its last checkpoint so far (a reclaim
+        candidate's safe point, §2)."""
+        if sim.state != states.RUNNING or (sim.in_quota and not sim.extra) or sim.run is None:
             return sim.view
         return replace(sim.view, checkpointed_at=sim.run.last_save_at(self.now))
 
@@ -374,11 +382,13 @@ class _Replay:
             sim = self.by_name[name]
             sim.in_quota = False
             sim.view = replace(sim.view, in_quota=False, demoted=True)
-            ledger.add(ledger.borrowed, (self._pool_of(sim), sim.model), sim.gpus)
+            ledger.add(ledger.borrowed, (self._pool_of(sim), sim.model), sim.base_gpus)  # extra pods were already
             self._set_inq(sim, None)
         for name, preemption in decisions.preempted.items():
             self.in_quota_preemptions += preemption.within
             self._preempt(self.by_name[name])
+        for name, shrink in decisions.shrunk.items():
+            self._shrink(self.by_name[name], shrink.indexes)
         was_nominated = [s for s in self.active.values() if s.state == states.NOMINATED]
         for name, admission in decisions.admitted.items():
             self._start(self.by_name[name], admission.in_quota, admission.nodes, admission.gpu_type)
@@ -406,8 +416,10 @@ class _Replay:
             sim = self.by_name[name]
             sim.in_quota = True
             sim.view = replace(sim.view, in_quota=True, demoted=False)
-            ledger.add(ledger.borrowed, (self._pool_of(sim), sim.model), -sim.gpus)
+            ledger.add(ledger.borrowed, (self._pool_of(sim), sim.model), -sim.base_gpus)  # §2c: the base only
             self._set_inq(sim, sim.model)
+        for name, growth in decisions.grown.items():
+            self._grow(self.by_name[name], growth.indexes, growth.nodes)
 
     def _start(self, sim: SimJob, in_quota: bool, nodes: tuple[str, ...], gpu_type: str | None) -> None:
         now, name, work = self.now, sim.out.name, self.work
@@ -418,10 +430,12 @@ class _Replay:
         sim.state = states.RUNNING
         sim.in_quota = in_quota
         sim.model = model
+        sim.gpus = sim.base_gpus  # an elastic job starts on its base (§2c)
+        sim.extra, sim.extra_nodes, sim.resized_at, sim.after_resize = (), (), None, False
         sim.run = Run(
             start=now, gpus=sim.gpus, base=sim.progress, work=sim.duration,
             restart=work.restart_s if sim.stopped else 0.0, phase=sim.phase, interval=work.interval_s,
-            cost=work.cost_s,
+            cost=work.cost_s, rate=self._rate(sim),
         )
         sim.finish_at = sim.run.finish_at()
         sim.view = replace(sim.pending_view, phase=RUNNING, in_quota=in_quota, started_at=now, nodes=nodes)
@@ -443,7 +457,8 @@ class _Replay:
             self.reclaim_latencies.append(now - sim.queued_at)
             self.nominated_to_start.append(now - sim.nominated_at)
         sim.gen += 1
-        self._push(sim.finish_at, _COMPLETE, sim)
+        self._push(sim.finish_at, COMPLETE, sim)
+        self._push_growth(sim)
 
     def _preempt(self, sim: SimJob) -> None:
         """SIGTERM now; the pods exit after the grace period, losing the work since the last checkpoint."""
@@ -452,8 +467,7 @@ class _Replay:
         key = (self._pool_of(sim), sim.model)
         if sim.in_quota:  # preempt_within: an In Quota victim stops counting against its quota
             self._set_inq(sim, None)
-        else:
-            ledger.add(ledger.borrowed, key, -sim.gpus)
+        ledger.add(ledger.borrowed, key, -sim.borrowed_gpus)
         ledger.add(ledger.releasing, key, sim.gpus)
         sim.state = states.TERMINATING
         sim.view = replace(sim.view, phase=TERMINATING)
@@ -467,7 +481,7 @@ class _Replay:
         sim.progress = saved
         sim.stopped = True
         sim.gen += 1  # cancels the scheduled completion
-        self._push(now + grace, _EXIT, sim)
+        self._push(now + grace, EXIT, sim)
 
     def _set_inq(self, sim: SimJob, model: str | None) -> None:
         """Count the job's GPUs against its quota path on `model` (None: not counted)."""
@@ -475,23 +489,12 @@ class _Replay:
             old_model, gpus = sim.inq
             self.ledger.count_inq(sim.view.quota, old_model, -gpus)
             sim.inq = None
-        if model is not None and sim.gpus:
-            self.ledger.count_inq(sim.view.quota, model, sim.gpus)
-            sim.inq = (model, sim.gpus)
+        if model is not None and sim.base_gpus:  # an elastic job's extra pods never count In Quota (§2c)
+            self.ledger.count_inq(sim.view.quota, model, sim.base_gpus)
+            sim.inq = (model, sim.base_gpus)
 
     def _feasible(self, sim: SimJob) -> bool:
         """Whether the job fits its pool when empty, asked of the engine itself (cached per shape)."""
-        pool = self.quota_pool[sim.view.quota]
-        key = (pool, sim.pending_view.pods)
-        known = self.feasible_cache.get(key)
-        if known is None:
-            probe = Job(name="probe", quota="probe", pods=sim.pending_view.pods)
-            snapshot = Snapshot(
-                nodes=tuple(n for n in self.nodes if n.pool == pool),
-                quotas=(Quota(name="probe", parent=None, min=self.cluster.capacity(pool), pool=pool),),
-                jobs=(probe,),
-            )
-            known = "probe" in self.engine(snapshot).admitted
-            self.feasible_cache[key] = known
-        return known
+        return fits_when_empty(self.engine, self.cluster, self.quota_pool[sim.view.quota], sim.pending_view.pods,
+                               self.feasible_cache)
 

@@ -14,6 +14,11 @@ it alternates work and saves:
 A preemption at time `t` stops the run: the work done since the last *completed* save is redone
 later, and a save under way at `t` is wasted. All functions here are pure arithmetic on one run,
 O(1), and exact for the float inputs they get.
+
+A run of an elastic job below its maximum size does its work at a `rate` below 1 (work seconds per
+wall second, elastic.py); saves and the restart still take their wall time. The arithmetic runs on
+a clock scaled by the rate, on which work advances one second per second; with rate 1 it is the
+wall clock, bit for bit.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ class Run:
     phase: float
     interval: float
     cost: float
+    rate: float = 1.0  # work per wall second (elastic jobs below their maximum size: elastic.py)
 
     def next_checkpoint(self, after: float) -> float:
         """The first checkpoint position strictly after work position `after`."""
@@ -72,41 +78,45 @@ class Run:
 
     def finish_at(self) -> float:
         """When the run ends its work if nothing stops it."""
-        return self.start + self.restart + (self.work - self.base) + self.cost * self.saves_between(self.base, self.work)
+        return (self.start + self.restart + (self.work - self.base) / self.rate
+                + self.cost * self.saves_between(self.base, self.work))
 
     def progress(self, at: float) -> tuple[float, float, float]:
         """(work done, save time spent, work saved by completed saves) from the start to `at`.
 
         Work done and save time are counted from this run's start (not from `base`); the saved
-        position is absolute (`base` if no save completed).
+        position is absolute (`base` if no save completed). Save time is wall time.
         """
-        elapsed = at - self.start - self.restart
+        rate = self.rate
+        # On the scaled clock (wall time x rate) work advances one second per second and a save lasts cost x rate.
+        elapsed = (at - self.start - self.restart) * rate
         if elapsed <= 0:
             return (0.0, 0.0, self.base)
+        cost = self.cost * rate
         first = self.next_checkpoint(self.base)
         if first >= self.work or elapsed <= first - self.base:
             return (min(elapsed, self.work - self.base), 0.0, self.base)
         done = first - self.base
         elapsed -= done
-        if elapsed < self.cost:
-            return (done, elapsed, self.base)
-        saved, saving = first, self.cost
-        elapsed -= self.cost
+        if elapsed < cost:
+            return (done, elapsed / rate, self.base)
+        saved, saving = first, cost
+        elapsed -= cost
         # Whole rounds of (interval of work, one save) after the first checkpoint.
-        period = self.interval + self.cost
+        period = self.interval + cost
         rounds = math.floor(elapsed / period) if period > 0 else 0
         # Stop counting rounds at the last checkpoint before the end of the work.
         last_round = self.saves_between(first, self.work)
         rounds = min(rounds, last_round)
         saved += rounds * self.interval
         done += rounds * self.interval
-        saving += rounds * self.cost
+        saving += rounds * cost
         elapsed -= rounds * period
         if rounds == last_round:
-            return (done + min(elapsed, self.work - saved), saving, saved)
+            return (done + min(elapsed, self.work - saved), saving / rate, saved)
         if elapsed <= self.interval:
-            return (done + elapsed, saving, saved)
-        return (done + self.interval, saving + (elapsed - self.interval), saved)
+            return (done + elapsed, saving / rate, saved)
+        return (done + self.interval, (saving + (elapsed - self.interval)) / rate, saved)
 
     def last_save_at(self, at: float) -> float | None:
         """Wall time the run's last completed checkpoint save ended, by `at`; None before its first."""
@@ -114,7 +124,7 @@ class Run:
         if saved <= self.base:
             return None
         saves = self.saves_between(self.base, saved) + 1  # the ones before `saved`, and its own
-        return self.start + self.restart + (saved - self.base) + self.cost * saves
+        return self.start + self.restart + (saved - self.base) / self.rate + self.cost * saves
 
     def restart_time(self, at: float) -> float:
         """Restart overhead spent from the start to `at`."""
@@ -135,7 +145,9 @@ class RunRecord:
 
         `useful`: work kept; `redone`: work lost to a preemption and done again; `checkpoint`:
         save time (including a save a preemption interrupted); `restart`: restart overhead;
-        `grace`: SIGTERM to exit. Their sum is the GPU-time held inside [low, high].
+        `grace`: SIGTERM to exit. Their sum is the GPU-time held inside [low, high]: work is counted
+        by the wall time it took (work / rate), so a smaller elastic run's useful GPU-seconds are
+        the GPUs it held while doing work it kept.
         """
         low, high = max(low, self.run.start), min(high, self.end)
         if high <= low:
@@ -147,9 +159,10 @@ class RunRecord:
         useful = min(work_high, self.kept) - min(work_low, self.kept)
         redone = (work_high - work_low) - useful
         grace = max(0.0, high - max(low, self.stop))
+        rate = run.rate
         return {
-            "useful": gpus * useful,
-            "redone": gpus * redone,
+            "useful": gpus * (useful / rate),
+            "redone": gpus * (redone / rate),
             "checkpoint": gpus * (save_high - save_low),
             "restart": gpus * (run.restart_time(min(high, self.stop)) - run.restart_time(min(low, self.stop))),
             "grace": gpus * grace,
