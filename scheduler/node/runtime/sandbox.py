@@ -138,19 +138,28 @@ def launcher_environment(spec: PodSpec, master_addr: str) -> dict[str, str]:
     return fixed
 
 
+# torchrun's own restarts for an elastic job's workers: every shrink uses one (the survivors' workers fail
+# when a peer vanishes, and the agent forms the smaller world only while it has restarts left); a growth
+# uses none. Bounded, so that a script that always fails stops at last instead of looping unseen.
+ELASTIC_TORCHRUN_RESTARTS = 1000
+
+
 def elastic_launcher_environment(spec: PodSpec, master_addr: str, low: str, high: str) -> dict[str, str]:
     """torchrun's elastic rendezvous (DESIGN §2c): between `low` and `high` nodes, c10d, one id per job, the
-    store at rank 0's address and port — a base pod's, which no shrink takes away. torch 2.13's agent
-    deadlocks when a node joins a running world unless the rendezvous keeps its own TCP store
-    (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, pytorch#147064); last_call_timeout=5 lets a shrunk world go on
-    after 5 s instead of waiting 30 s for stragglers (issue 24: 19.8-21.3 s to train again after a shrink,
-    43 s with the defaults)."""
+    store at rank 0's address and port, hosted by rank 0's agent (`is_host`: a base pod, which no shrink
+    takes away; without it every agent on rank 0's host tries to host it and the first to start wins — an
+    extra pod, whose shrink would end the job). torch 2.13's agent deadlocks when a node joins a running
+    world unless the rendezvous keeps its own TCP store (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1,
+    pytorch#147064); last_call_timeout=5 lets a shrunk world go on after 5 s instead of waiting 30 s for
+    stragglers (issue 24: 19.8-21.3 s to train again after a shrink, 43 s with the defaults); a shrink
+    costs the survivors one of torchrun's restarts (ELASTIC_TORCHRUN_RESTARTS)."""
     return {
         "PET_NNODES": f"{low}:{high}",
         "PET_RDZV_BACKEND": "c10d",
         "PET_RDZV_ID": spec.job_uid,
         "PET_RDZV_ENDPOINT": f"{master_addr}:{spec.master_port}",
-        "PET_RDZV_CONF": "last_call_timeout=5",
+        "PET_RDZV_CONF": f"last_call_timeout=5,is_host={1 if spec.rank == 0 else 0}",
+        "PET_MAX_RESTARTS": str(ELASTIC_TORCHRUN_RESTARTS),
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     }
 
