@@ -8,7 +8,7 @@
 | CSRF_TRUSTED_ORIGINS | (empty) | Comma-separated origins, e.g. https://tidepool.example.com |
 | DATABASE_URL | sqlite:///<project>/db.sqlite3 | e.g. postgres://postgres@127.0.0.1:5432/tidepool |
 | REDIS_URL | (unset) | Unset: in-process channel layer, no Celery broker. Set: channel layer + Celery broker. |
-| TIDEPOOL_EXECUTOR | local | `local` runs pods as processes here; `celery` sends them to node workers. |
+| TIDEPOOL_EXECUTOR | local | `local` runs pods as processes here; `celery` sends them to node workers; `agents`: node agents with their node's key read them (bin/node-agent). |
 | TIDEPOOL_EMBEDDED_SCHEDULER | 1 with local executor | Run the scheduler loop inside the console process (`manage.py serve`). |
 | TIDEPOOL_SCHEDULER_INTERVAL | 3 | Seconds between scheduling cycles (a submission or pod exit triggers one at once). |
 | TIDEPOOL_SCHEDULER_MIN_GAP | 0.5 | Least rest between two cycles; wake-ups meanwhile are answered by one cycle (scheduler/loop/runner.py). |
@@ -326,8 +326,8 @@ SPECTACULAR_SETTINGS = {
 }
 
 TIDEPOOL_EXECUTOR = os.environ.get("TIDEPOOL_EXECUTOR", "local")
-if TIDEPOOL_EXECUTOR not in {"local", "celery"}:
-    raise ImproperlyConfigured(f"TIDEPOOL_EXECUTOR={TIDEPOOL_EXECUTOR!r}: use 'local' or 'celery'.")
+if TIDEPOOL_EXECUTOR not in {"local", "celery", "agents"}:
+    raise ImproperlyConfigured(f"TIDEPOOL_EXECUTOR={TIDEPOOL_EXECUTOR!r}: use 'local', 'celery' or 'agents'.")
 TIDEPOOL_EMBEDDED_SCHEDULER = env_bool("TIDEPOOL_EMBEDDED_SCHEDULER", TIDEPOOL_EXECUTOR == "local")
 TIDEPOOL_SCHEDULER_INTERVAL = float(os.environ.get("TIDEPOOL_SCHEDULER_INTERVAL", "3"))
 TIDEPOOL_SCHEDULER_MIN_GAP = float(os.environ.get("TIDEPOOL_SCHEDULER_MIN_GAP", "0.5"))

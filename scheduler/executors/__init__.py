@@ -4,7 +4,9 @@ Two adapters, named here by dotted path so that this port never imports the node
 - `local` (embedded default, scheduler/node/local.py): the demo's virtual nodes run their pods
   as processes of the console;
 - `celery` (production, scheduler/executors/celery.py): each pod goes to its node's queue
-  `node.<name>`, where that node's worker runs it.
+  `node.<name>`, where that node's worker runs it;
+- `agents` (scheduler/executors/agents.py): node agents holding only their node's key read their
+  pods through the node API (/api/node/v1/), so nothing is sent.
 
 The adapter is chosen by TIDEPOOL_EXECUTOR and registered at start-up (`register_from_settings`,
 called by the scheduler app's `ready()`); it is built on first use. Tests swap it with
@@ -27,6 +29,7 @@ PodRef = tuple[int, int, str]  # (pod id, attempt, node name)
 ADAPTERS = {
     "local": "scheduler.node.local.LocalExecutor",
     "celery": "scheduler.executors.celery.CeleryExecutor",
+    "agents": "scheduler.executors.agents.AgentExecutor",
 }
 
 

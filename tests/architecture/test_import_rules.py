@@ -45,7 +45,8 @@ def _third_party(prefix: str, package: str) -> list[str]:
     return hits
 
 
-@pytest.mark.parametrize("pure", ["scheduler.engine", "scheduler.node.runtime", "tidepool_ckpt", "tidepool_cli"])
+@pytest.mark.parametrize("pure", ["scheduler.engine", "scheduler.node.runtime", "scheduler.node.remote", "tidepool_ckpt",
+                                  "tidepool_cli"])
 def test_pure_python_parts_import_no_django(graph, pure):
     assert _third_party(pure, "django") == []
     # Nor through a module of ours: everything they import must be pure as well.
