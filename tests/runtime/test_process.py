@@ -170,6 +170,16 @@ def test_terminate_with_outcome_stopped(pods) -> None:
     assert pods.wait_exit(spec).outcome == "stopped"
 
 
+def test_terminate_with_outcome_shrunk(pods) -> None:
+    # DESIGN §2c: a shrink terminates an elastic job's extra pods only (it was refused here, so a live shrink
+    # never reached its pods)
+    spec = graceful_pod(pods)
+    pods.start(spec)
+    pods.wait_for_log(spec, "ready")
+    pods.supervisor.terminate(spec.pod_id, spec.attempt, grace_s=10, outcome="shrunk")
+    assert pods.wait_exit(spec).outcome == "shrunk"
+
+
 def test_terminate_rejects_an_unknown_outcome(pods) -> None:
     with pytest.raises(ValueError):
         pods.supervisor.terminate(1, 1, grace_s=1, outcome="succeeded")

@@ -53,7 +53,8 @@ SUCCEEDED = PodOutcome.SUCCEEDED
 FAILED = PodOutcome.FAILED
 PREEMPTED = PodOutcome.PREEMPTED
 STOPPED = PodOutcome.STOPPED
-TERMINATION_OUTCOMES = (PREEMPTED, STOPPED)
+SHRUNK = PodOutcome.SHRUNK  # DESIGN §2c: an elastic job's extra pod taken away; its job keeps running
+TERMINATION_OUTCOMES = (PREEMPTED, STOPPED, SHRUNK)
 
 # How often the watcher looks for processes left in a pod's group after its leader exited.
 _GROUP_POLL_S = 0.05
