@@ -36,35 +36,53 @@ from scheduler.states import FINAL_JOB_STATUSES
 log = logging.getLogger("tidepool.console.live")
 
 
+class _Flight:
+    """One read in flight: its result to come, and when it began on the database thread (None while queued)."""
+
+    def __init__(self, future: asyncio.Future) -> None:
+        self.future = future
+        self.started: float | None = None
+
+
 class SharedReads:
     """Identical re-reads in one process run once: the sockets of one user watching the same page all
     get a change notice at the same moment and would each run the same queries and renders, one after
     another on the process's database thread (200 sockets: seconds of queueing).
 
-    A socket joins a read in flight only if that read started after the socket's own latest notice,
-    so it never gets a result older than the change it was told about; results are never kept.
+    A socket joins a read in flight if that read has not begun yet (it waits on the database thread
+    behind others) or began after the socket's own latest notice, so it never gets a result older
+    than the change it was told about; results are never kept. Joining reads that still wait in the
+    queue is what keeps a burst (every browser reconnecting after a restart, a change seen by 100
+    sockets) at a few reads when the database thread is busy.
     """
 
-    def __init__(self) -> None:
-        self._flights: dict[Any, tuple[float, asyncio.Future]] = {}
+    def __init__(self, run_sync: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None) -> None:
+        # How a read runs: on the process's database thread (channels), unless a test says otherwise.
+        self._run_sync = run_sync or (lambda read: database_sync_to_async(read)())
+        self._flights: dict[Any, _Flight] = {}
 
-    async def read(self, key: Any, not_before: float, compute: Callable[[], Awaitable[Any]]) -> Any:
+    async def read(self, key: Any, not_before: float, read: Callable[[], Any]) -> Any:
         flight = self._flights.get(key)
-        if flight is not None and flight[0] >= not_before and not flight[1].done():
-            return await asyncio.shield(flight[1])
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._flights[key] = (time.monotonic(), future)
+        if flight is not None and not flight.future.done() and (flight.started is None
+                                                                 or flight.started >= not_before):
+            return await asyncio.shield(flight.future)
+        flight = self._flights[key] = _Flight(asyncio.get_running_loop().create_future())
+
+        def timed_read() -> Any:
+            flight.started = time.monotonic()  # before the first query: later notices can no longer join
+            return read()
+
         try:
-            result = await compute()
+            result = await self._run_sync(timed_read)
         except BaseException as error:
-            future.set_exception(error)
-            future.exception()  # retrieved: joiners re-raise it, nobody logs it as unhandled
+            flight.future.set_exception(error)
+            flight.future.exception()  # retrieved: joiners re-raise it, nobody logs it as unhandled
             raise
         else:
-            future.set_result(result)
+            flight.future.set_result(result)
             return result
         finally:
-            if self._flights.get(key, (None, None))[1] is future:
+            if self._flights.get(key) is flight:
                 del self._flights[key]
 
 
@@ -192,7 +210,7 @@ class JobListConsumer(LiveConsumer):
 
     async def _send_page(self) -> None:
         message, sent = await shared_reads.read(
-            ("page", self.user.pk, self.query), self._noticed_at, database_sync_to_async(self._snapshot)
+            ("page", self.user.pk, self.query), self._noticed_at, self._snapshot
         )
         self._sent = sent
         await self.send_json(message)
@@ -214,7 +232,7 @@ class JobListConsumer(LiveConsumer):
         changed = frozenset(job_ids)
         current, rows = await shared_reads.read(
             ("changes", self.user.pk, self.query, changed), self._noticed_at,
-            lambda: database_sync_to_async(self._page_changes)(changed),
+            lambda: self._page_changes(changed),
         )
         if current != self._sent:
             await self._send_page()
@@ -256,7 +274,7 @@ class JobDetailConsumer(LiveConsumer):
 
     async def push_changes(self, job_ids: set[int]) -> None:
         message = await shared_reads.read(
-            ("detail", self.user.pk, self.job_id), self._noticed_at, database_sync_to_async(self._render)
+            ("detail", self.user.pk, self.job_id), self._noticed_at, self._render
         )
         if message is None:  # no longer visible (e.g. removed from the workspace)
             await self.close(code=CLOSE_FORBIDDEN)

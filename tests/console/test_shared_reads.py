@@ -1,22 +1,38 @@
-"""SharedReads: sockets of one user share a re-read in flight, never one older than their notice."""
+"""SharedReads: sockets of one user share a re-read in flight, never one older than their notice.
+
+Reads run on one worker thread here, as they do on a live worker's database thread (channels runs
+every database_sync_to_async call of a process on one thread), so a read can wait in its queue.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from console.consumers import SharedReads
 
 
-async def test_concurrent_identical_reads_run_once() -> None:
-    reads = SharedReads()
+@pytest.fixture
+def reads():
+    pool = ThreadPoolExecutor(max_workers=1)
+
+    async def on_one_thread(read):
+        return await asyncio.get_running_loop().run_in_executor(pool, read)
+
+    yield SharedReads(run_sync=on_one_thread)
+    pool.shutdown(wait=True)
+
+
+async def test_concurrent_identical_reads_run_once(reads: SharedReads) -> None:
     calls = []
 
-    async def compute():
+    def compute():
         calls.append(1)
-        await asyncio.sleep(0.05)
+        time.sleep(0.05)
         return len(calls)
 
     noticed = time.monotonic()
@@ -25,39 +41,56 @@ async def test_concurrent_identical_reads_run_once() -> None:
     assert await reads.read("k", time.monotonic(), compute) == 2  # nothing is kept once done
 
 
-async def test_a_read_started_before_the_notice_is_not_joined() -> None:
-    reads = SharedReads()
-    started = asyncio.Event()
+async def test_a_read_started_before_the_notice_is_not_joined(reads: SharedReads) -> None:
+    started = threading.Event()
 
-    async def slow():
+    def slow():
         started.set()
-        await asyncio.sleep(0.1)
+        time.sleep(0.1)
         return "old"
 
-    async def fresh():
-        return "new"
-
     first = asyncio.create_task(reads.read("k", 0.0, slow))
-    await started.wait()
+    await asyncio.get_running_loop().run_in_executor(None, started.wait)
     # This socket's notice came after the read in flight began: it must read again.
-    assert await reads.read("k", time.monotonic(), fresh) == "new"
+    assert await reads.read("k", time.monotonic(), lambda: "new") == "new"
     assert await first == "old"
 
 
-async def test_an_error_reaches_every_joiner_and_is_not_kept() -> None:
-    reads = SharedReads()
+async def test_a_read_still_queued_is_joined_by_a_later_notice(reads: SharedReads) -> None:
+    """A read waiting behind others on the database thread begins after every notice that arrives
+    meanwhile, so those sockets share it instead of queueing one read each."""
+    busy, release = threading.Event(), threading.Event()
+    calls = []
 
-    async def broken():
-        await asyncio.sleep(0.02)
+    def blocker():
+        busy.set()
+        release.wait(5)
+
+    def page():
+        calls.append(time.monotonic())
+        return "page"
+
+    occupying = asyncio.create_task(reads.read("other", 0.0, blocker))
+    await asyncio.get_running_loop().run_in_executor(None, busy.wait)
+    queued = asyncio.create_task(reads.read("k", time.monotonic(), page))
+    await asyncio.sleep(0.01)
+    later_notice = time.monotonic()  # after the queued read was asked for, before it began
+    joined = asyncio.create_task(reads.read("k", later_notice, page))
+    await asyncio.sleep(0.01)
+    release.set()
+    assert await queued == "page" and await joined == "page"
+    assert len(calls) == 1 and calls[0] >= later_notice
+    await occupying
+
+
+async def test_an_error_reaches_every_joiner_and_is_not_kept(reads: SharedReads) -> None:
+    def broken():
+        time.sleep(0.02)
         raise RuntimeError("db down")
 
     noticed = time.monotonic()
     results = await asyncio.gather(*(reads.read("k", noticed, broken) for _ in range(3)), return_exceptions=True)
     assert all(isinstance(r, RuntimeError) for r in results)
-
-    async def ok():
-        return "ok"
-
-    assert await reads.read("k", time.monotonic(), ok) == "ok"
+    assert await reads.read("k", time.monotonic(), lambda: "ok") == "ok"
     with pytest.raises(RuntimeError):
         await reads.read("k2", 0.0, broken)
