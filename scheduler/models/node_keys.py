@@ -21,6 +21,9 @@ class NodeKey(models.Model):
                                    related_name="+")
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    log_port = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Where the agent holding this key serves its pods' logs (the node's "
+        "address, this port), as it registered; null: not registered yet.")
 
     class Meta:
         ordering = ["node_name", "-created_at", "-id"]

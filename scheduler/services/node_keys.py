@@ -9,9 +9,12 @@ so an agent still holding the old key is refused from that moment.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -100,3 +103,18 @@ def node_key_authenticate(secret: str) -> NodeKey:
         NodeKey.objects.filter(pk=key.pk).update(last_used_at=now)
         key.last_used_at = now
     return key
+
+
+def node_log_ticket_key(key: NodeKey) -> bytes:
+    """The key that signs the console's log tickets to this node and the node's answers
+    (node/remote/log_tickets.py): derived from SECRET_KEY and the node key's digest, so the console
+    needs to store nothing, a database reader cannot forge it, and a rotation changes it."""
+    return hmac.new(settings.SECRET_KEY.encode(), b"tidepool-node-log-ticket\0" + key.digest.encode(),
+                    hashlib.sha256).digest()
+
+
+def node_key_log_port_set(*, key: NodeKey, log_port: int | None) -> None:
+    """Where the agent holding `key` serves its pods' logs (its node's address, this port)."""
+    if key.log_port != log_port:
+        NodeKey.objects.filter(pk=key.pk).update(log_port=log_port)
+        key.log_port = log_port

@@ -176,3 +176,18 @@ def test_personal_tokens_sessions_revoked_and_rotated_keys_are_refused_by_the_no
     node_key_revoke(node_name="gpu-01")
     answer = keyed(new).get("/api/node/v1/pods/")
     assert answer.status_code == 401 and "revoked" in answer.json()["detail"]
+
+
+def test_registration_records_the_log_port_and_gives_the_ticket_key_to_this_node_only(world: World) -> None:
+    from scheduler.services.node_keys import node_log_ticket_key
+
+    created = node_key_create(node_name="gpu-01")
+    answer = post(keyed(created.secret), "/api/node/v1/register/", {**INVENTORY, "log_port": 7611})
+    assert answer.status_code == 200
+    created.key.refresh_from_db()
+    assert created.key.log_port == 7611
+    assert bytes.fromhex(answer.json()["log_ticket_key"]) == node_log_ticket_key(created.key)
+    other = node_key_create(node_name="gpu-02")
+    assert node_log_ticket_key(other.key) != node_log_ticket_key(created.key)
+    bad = post(keyed(created.secret), "/api/node/v1/register/", {**INVENTORY, "agent": "host-a:100:1", "log_port": 0})
+    assert bad.status_code == 400 and set(bad.json()) == {"log_port"}

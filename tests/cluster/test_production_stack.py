@@ -1,9 +1,9 @@
 """The production stack as documented, started by `bin/cluster`: PostgreSQL, Redis, the console (nginx
 in front of gunicorn's sync workers for HTTP and its uvicorn workers for websockets), run_scheduler
-plus a standby, and two Celery node workers.
+plus a standby, and two node agents holding only their node's key (bin/node-agent, TIDEPOOL_EXECUTOR=agents).
 
-Submit through the API → pods start on the Celery workers (so run_scheduler sends through
-Tidepool's broker) → an In Quota job reclaims an idle borrower → the borrower resumes from its
+Submit through the API → pods start on the node agents (which read them through the node API and
+report back through it) → an In Quota job reclaims an idle borrower → the borrower resumes from its
 checkpoint. A websocket connected through the multi-worker server and the Redis channel layer
 follows the borrower the whole time.
 """
@@ -107,7 +107,7 @@ def test_documented_stack_runs_reclaims_and_resumes(stack: Stack) -> None:
         assert response.headers["Content-Type"].startswith("text/css")  # serving the collected files
     alice = Api(stack, "alice")
     nodes = wait_for(lambda: [n for n in alice.get("/api/v1/nodes/") if n["last_heartbeat"] and n["schedulable"]]
-                     if len(alice.get("/api/v1/nodes/")) == 2 else None, 60, "both node workers to register")
+                     if len(alice.get("/api/v1/nodes/")) == 2 else None, 60, "both node agents to register")
     assert sorted(n["name"] for n in nodes) == ["stack-a", "stack-b"]
     assert all(n["gpu_count"] == 2 and n["gpu_type"] == "A100" for n in nodes)
 

@@ -4,7 +4,7 @@ node's key (added with `tidepool node-key add`) and the console's URL.
 
 - its environment has no DATABASE_URL, SECRET_KEY, REDIS_URL (checked in /proc), and it imports no Django;
 - a job's pod is started by the agent and reported through the node API: Running, then Succeeded,
-  its output in its log;
+  its output in its log, which the console reads from the agent (a signed one-use ticket);
 - stopping the agent leaves a running pod running; the next agent adopts it and reports its exit:
   same attempt, no preemption, no restart;
 - a rotated key stops the old agent (refused, exit status 4), nothing reported by it after that.
@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -173,6 +174,13 @@ def test_an_agent_restart_adopts_the_running_pod(cluster: Cluster) -> None:
     assert first.wait(20) == 0
     # The pod (it inherits the test's marker through TIDEPOOL_POD_ENV_ALLOW) runs on without its agent.
     assert running_commands(cluster.marker, b"sleep 6"), "the pod died with its agent"
+    # Logs come from the pod's node's agent (a signed ticket), not from the console's disk: with the
+    # agent stopped, the console says so even though the file is on this machine.
+    request = urllib.request.Request(f"{cluster.url}/api/v1/jobs/{job_id}/logs/",
+                                     headers={"Authorization": f"Bearer {alice}"})
+    with pytest.raises(urllib.error.HTTPError) as unavailable:
+        urllib.request.urlopen(request, timeout=10)
+    assert unavailable.value.code == 503 and b"did not answer" in unavailable.value.read()
     assert job(cluster, alice, job_id)["status"] == "Running"
     key = cluster.tidepool(admin, "node-key", "rotate", "node-a").stdout.strip()
     cluster.start_agent(key, "agent-2.log")
@@ -180,6 +188,7 @@ def test_an_agent_restart_adopts_the_running_pod(cluster: Cluster) -> None:
     detail = job(cluster, alice, job_id)
     assert detail["attempt"] == 1 and detail["restart_count"] == 0 and detail["preemption_count"] == 0
     assert [p["exit_code"] for p in detail["pods"]] == [0]
+    assert "finished" in cluster.api(alice, "GET", f"jobs/{job_id}/logs/?lines=20")["text"]  # from the new agent
     assert "adopted 1 running pods" in (cluster.base / "agent-2.log").read_text()
 
 

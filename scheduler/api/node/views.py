@@ -1,6 +1,7 @@
 """/api/node/v1/: everything a node agent may do with its node's key (DESIGN §6), and nothing else.
 
-- `POST register/`: the node's inventory; takes the node's lease for this agent (one live agent per node).
+- `POST register/`: the node's inventory and its log port; takes the node's lease for this agent (one
+  live agent per node); answers the key that signs log tickets (node/remote/log_tickets.py).
 - `POST heartbeat/`: keeps the node alive and the lease this agent's.
 - `POST release/`: gives the lease back as the agent stops (its pods run on, for the next agent).
 - `GET pods/`: the pods the database places on the node, each with its run spec (built here: the
@@ -32,6 +33,7 @@ from scheduler.node.specs import master_address, pod_spec
 from scheduler.selectors.node_pods import NotThisNodesPod, attempt_pods, node_pods
 from scheduler.services.leases import lease_acquire, lease_release, lease_renew, node_role
 from scheduler.services.lifecycle import grace_seconds
+from scheduler.services.node_keys import node_key_log_port_set, node_log_ticket_key
 from scheduler.services.nodes import node_heartbeat, node_register
 from scheduler.states import LIVE_POD_STATUSES, STARTED_JOB_STATUSES, PodOutcome
 
@@ -62,6 +64,8 @@ class RegisterSerializer(AgentSerializer):
     driver_version = serializers.CharField(max_length=64, allow_blank=True, default="")
     pod_runtime = serializers.CharField(max_length=32, allow_blank=True, default="")
     pod_image = serializers.CharField(max_length=255, allow_blank=True, default="")
+    log_port = serializers.IntegerField(min_value=1, max_value=65535, required=False, allow_null=True,
+                                        help_text="Where the agent serves its pods' logs (node address, this port).")
 
 
 def _valid(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
@@ -80,6 +84,7 @@ class RegisterView(NodeView):
         name = self.node_name(request)
         data = _valid(RegisterSerializer, request.data)
         agent = data.pop("agent")
+        log_port = data.pop("log_port", None)
         acquired, lease = lease_acquire(role=node_role(name), owner=agent)
         if not acquired:
             return _lease_taken(name, lease)
@@ -88,9 +93,12 @@ class RegisterView(NodeView):
         except DjangoValidationError as error:
             lease_release(role=node_role(name), owner=agent)
             raise ValidationError(error.message_dict) from None
+        node_key_log_port_set(key=request.auth, log_port=log_port)
+        # The log ticket key travels only here, to the agent its node key authenticates (log_tickets.py).
         return Response({"node": name, "heartbeat_s": min(settings.TIDEPOOL_HEARTBEAT_SECONDS,
                                                           settings.TIDEPOOL_LEASE_SECONDS / 3),
-                         "reconcile_s": settings.TIDEPOOL_RECONCILE_SECONDS})
+                         "reconcile_s": settings.TIDEPOOL_RECONCILE_SECONDS,
+                         "log_ticket_key": node_log_ticket_key(request.auth).hex()})
 
 
 class HeartbeatView(NodeView):

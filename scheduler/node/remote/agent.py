@@ -33,6 +33,8 @@ from typing import Any
 
 from scheduler.node.remote.client import ConsoleRefused, ConsoleUnreachable, NodeApi
 from scheduler.node.remote.config import AgentConfig
+from scheduler.node.remote.log_server import LogServer
+from scheduler.node.remote.log_tickets import TicketChecker
 from scheduler.node.runtime.gpus import (
     GpuInventory,
     declared_inventory,
@@ -124,6 +126,7 @@ class NodeAgent:
         self.owner = agent_owner()
         self.supervisor, self.images, self.runtime_label = build_runtime(config, self._exited)
         self.node_name = ""
+        self.log_server: LogServer | None = None
         self.stop_event = threading.Event()
         self.lease_lost = False
         self.key_refused = False
@@ -139,6 +142,13 @@ class NodeAgent:
     def run(self) -> int:
         """Register, adopt, then heartbeat and converge until stop(); 0 on a stop, 3 when another
         agent took the node over, 4 when the console refused the key (revoked, rotated)."""
+        self.log_server = LogServer(self.config.log_address, self.config.log_port).start()
+        try:
+            return self._run()
+        finally:
+            self.log_server.stop()
+
+    def _run(self) -> int:
         if not self._register():
             return 0
         self._adopt()
@@ -175,6 +185,7 @@ class NodeAgent:
             "gpu_memory_mib": inventory.gpu_memory_mib, "driver_version": inventory.driver_version or "",
             "pod_runtime": self.runtime_label,
             "pod_image": self.images.default_image if self.images is not None else "",
+            "log_port": self.log_server.port,
         }
         announced = False
         while not self.stop_event.is_set():
@@ -190,6 +201,7 @@ class NodeAgent:
                     announced = True
             else:
                 self.node_name = answer["node"]
+                self.log_server.checker = TicketChecker(self.node_name, bytes.fromhex(answer["log_ticket_key"]))
                 self._heartbeat_s = float(answer.get("heartbeat_s") or 10.0)
                 self._poll_s = self.config.poll_s or float(answer.get("reconcile_s") or 5.0)
                 log.info("node %s registered: %s × %s (%s), pods run as %s", self.node_name, inventory.gpus,

@@ -34,6 +34,8 @@ class AgentConfig:
     pod_runtime: str  # host | podman
     poll_s: float | None  # None: the console's TIDEPOOL_RECONCILE_SECONDS
     ca_file: str  # a CA bundle for an https console with its own CA ("": the system's)
+    log_address: str = "127.0.0.1"  # where the log server listens (the console asks it: log_tickets.py)
+    log_port: int = 0  # 0: any free port (registered with the console)
     pod_image: str = ""
     pod_pull: str = "missing"
     pod_registry: str = ""
@@ -55,6 +57,13 @@ def _int(env: Mapping[str, str], name: str, minimum: int = 0) -> int | None:
     if not text.isascii() or not text.isdigit() or int(text) < minimum:
         raise AgentConfigError(f"{name}={text!r}: a whole number of at least {minimum}, in ASCII digits.")
     return int(text)
+
+
+def _port(env: Mapping[str, str], name: str) -> int:
+    port = _int(env, name) or 0
+    if port > 65535:
+        raise AgentConfigError(f"{name}={port}: a TCP port (1-65535), or 0 for any free one.")
+    return port
 
 
 def _float(env: Mapping[str, str], name: str, default: float | None) -> float | None:
@@ -105,6 +114,9 @@ def config_from_env(env: Mapping[str, str]) -> AgentConfig:
         pod_runtime=_choice(env, "TIDEPOOL_POD_RUNTIME", "host", ("host", "podman")),
         poll_s=_float(env, "TIDEPOOL_AGENT_POLL_SECONDS", None),
         ca_file=env.get("TIDEPOOL_CONSOLE_CA_FILE", "").strip(),
+        log_address=(env.get("TIDEPOOL_NODE_LOG_ADDRESS", "").strip()
+                     or env.get("TIDEPOOL_NODE_ADDRESS", "").strip() or "127.0.0.1"),
+        log_port=_port(env, "TIDEPOOL_NODE_LOG_PORT"),
         pod_image=env.get("TIDEPOOL_POD_IMAGE", "").strip(),
         pod_pull=_choice(env, "TIDEPOOL_POD_PULL", "missing", ("always", "missing", "never")),
         pod_registry=env.get("TIDEPOOL_POD_REGISTRY", "").strip().rstrip("/"),
