@@ -1,4 +1,5 @@
-"""A replay's jobs: each trace job's replay state (`SimJob`) and the classes that pruning uses."""
+"""A replay's jobs: each trace job's replay state (`SimJob`) and the classes that pruning uses; whether a job
+fits its pool when empty (asked of the engine), and the notes a replay gives about its jobs."""
 
 from __future__ import annotations
 
