@@ -10,6 +10,13 @@ of its inputs builds again (about a minute: debootstrap, then `podman import`).
 
 Needs root (debootstrap, rootful Podman) and a Debian mirror (TIDEPOOL_POD_IMAGE_MIRROR, default
 http://deb.debian.org/debian). Pure Python, no Django.
+
+`--with-torch` builds `localhost/tidepool-pod-torch:<version>` on top of the default image (built
+first when missing): one more layer with PyTorch (TORCH_REQUIREMENT, CPU or whatever build pip's
+sources give) and its dependencies, installed by this Python's pip from pip's configured sources
+(index, find-links) into the image's /usr/local/lib/python3.X/dist-packages, and `torchrun` in
+/usr/local/bin. A separate image, so the default one stays small (about 170 MB against 1 GB); its
+tag digests the default image's tag, the requirement and this recipe, cached the same way.
 """
 
 from __future__ import annotations
@@ -24,13 +31,18 @@ import tempfile
 from pathlib import Path
 
 REPOSITORY = "localhost/tidepool-pod"
+TORCH_REPOSITORY = "localhost/tidepool-pod-torch"
 SUITE = "bookworm"
+# The python3 Debian's SUITE ships: the torch wheels are chosen for it, not for this Python.
+IMAGE_PYTHON = "3.11"
+TORCH_REQUIREMENT = "torch==2.13.0"
 PACKAGES = ("python3",)
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Where the helper and the examples sit inside the image (on its PYTHONPATH).
 INSIDE_ROOT = "/opt/tidepool"
 # Bump when the recipe below changes in a way the digest of its inputs would not show.
 RECIPE = "1"
+TORCH_RECIPE = "1"
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 CONTENT_DIRS = ("tidepool_ckpt", "examples")
@@ -60,6 +72,12 @@ def image_version(root: Path = PROJECT_ROOT) -> str:
 
 def default_image(root: Path = PROJECT_ROOT) -> str:
     return f"{REPOSITORY}:{image_version(root)}"
+
+
+def torch_image(root: Path = PROJECT_ROOT) -> str:
+    """The name of the torch image the current sources give (`--with-torch`)."""
+    digest = hashlib.sha256(f"{TORCH_RECIPE}\0{image_version(root)}\0{IMAGE_PYTHON}\0{TORCH_REQUIREMENT}".encode())
+    return f"{TORCH_REPOSITORY}:{SUITE}-{digest.hexdigest()[:12]}"
 
 
 def image_exists(name: str, podman: str = "podman") -> bool:
@@ -129,21 +147,86 @@ def build_image(
     return name
 
 
+# Containerfile of the torch image: the default image plus what pip installed (dist-packages and its
+# scripts), both readable by the pod's non-root user since pip writes them 0644/0755.
+TORCH_CONTAINERFILE = """FROM {base}
+COPY site/ /usr/local/lib/python{python}/dist-packages/
+COPY bin/ /usr/local/bin/
+LABEL org.opencontainers.image.title=tidepool-pod-torch tidepool.image.version={version} tidepool.torch={requirement}
+"""
+
+
+def scripts_for_the_image(site: Path, bin_dir: Path) -> None:
+    """pip --target leaves console scripts (torchrun, ...) in site/bin with this Python's path in
+    their #! line: moved to bin_dir with the image's /usr/bin/python3 instead."""
+    bin_dir.mkdir()
+    scripts = site / "bin"
+    if not scripts.is_dir():
+        return
+    for script in sorted(scripts.iterdir()):
+        data = script.read_bytes()
+        if data.startswith(b"#!"):
+            first, _, rest = data.partition(b"\n")
+            if b"python" in first:
+                data = b"#!/usr/bin/python3\n" + rest
+        target = bin_dir / script.name
+        target.write_bytes(data)
+        target.chmod(0o755)
+    shutil.rmtree(scripts)
+
+
+def build_torch_image(
+    *,
+    root: Path = PROJECT_ROOT,
+    podman: str = "podman",
+    mirror: str | None = None,
+    force: bool = False,
+    log=print,
+) -> str:
+    """Build (or find) the torch image; returns its name. Raises ImageBuildError."""
+    name = torch_image(root)
+    if not force and image_exists(name, podman):
+        log(f"{name} is already in Podman's store")
+        return name
+    if os.geteuid() != 0:
+        raise ImageBuildError("building the torch image needs root (rootful Podman)")
+    base = build_image(root=root, podman=podman, mirror=mirror, log=log)
+    with tempfile.TemporaryDirectory(prefix="tidepool-torch-image-") as work:
+        context = Path(work)
+        site = context / "site"
+        log(f"pip install {TORCH_REQUIREMENT} for python {IMAGE_PYTHON} (pip's configured sources)")
+        _run("pip install", [
+            sys.executable, "-m", "pip", "install", "--quiet", "--no-cache-dir", "--disable-pip-version-check",
+            "--no-warn-script-location", "--target", str(site), "--python-version", IMAGE_PYTHON,
+            "--only-binary=:all:", TORCH_REQUIREMENT,
+        ], timeout=1800)
+        scripts_for_the_image(site, context / "bin")
+        (context / "Containerfile").write_text(TORCH_CONTAINERFILE.format(
+            base=base, python=IMAGE_PYTHON, version=name.split(":", 1)[1], requirement=TORCH_REQUIREMENT))
+        log(f"podman build {name} (FROM {base})")
+        _run("podman build", [podman, "build", "--quiet", "--pull=never", "--tag", name, str(context)], timeout=1800)
+    log(f"built {name}")
+    return name
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="build-pod-image", description=__doc__.split("\n\n")[0])
     parser.add_argument("--force", action="store_true", help="build even when the tag is already in the store")
     parser.add_argument("--mirror", help=f"Debian mirror (default $TIDEPOOL_POD_IMAGE_MIRROR or {DEFAULT_MIRROR})")
     parser.add_argument("--print-name", action="store_true", help="print the image name the sources give and exit")
+    parser.add_argument("--with-torch", action="store_true",
+                        help=f"build {TORCH_REPOSITORY}:<version> instead: the default image plus {TORCH_REQUIREMENT}")
     args = parser.parse_args(argv)
+    name_of, build = (torch_image, build_torch_image) if args.with_torch else (default_image, build_image)
     if args.print_name:
-        print(default_image())
+        print(name_of())
         return 0
     try:
-        build_image(mirror=args.mirror, force=args.force, log=lambda line: print(line, file=sys.stderr))
+        # The name built, not one computed again: a file of its inputs edited meanwhile changes that.
+        print(build(mirror=args.mirror, force=args.force, log=lambda line: print(line, file=sys.stderr)))
     except ImageBuildError as error:
         print(f"build-pod-image: {error}", file=sys.stderr)
         return 1
-    print(default_image())
     return 0
 
 
