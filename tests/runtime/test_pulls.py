@@ -9,24 +9,36 @@ from pathlib import Path
 import pytest
 
 from scheduler.node.runtime.container import podman_available
-from scheduler.node.runtime.pulls import ImagePuller, ImageUnavailable, ensure_image
+from scheduler.node.runtime.pulls import ImagePuller, ImageUnavailable, ensure_image, node_platform
+from tests.pod_images import foreign_image, other_platform
 from tests.runtime.test_container_args import spec as pod_spec
 
 
 @pytest.fixture
 def fake_podman(tmp_path: Path):
     """A podman that has the images listed in `store`, records its calls, and refuses pulls of names
-    containing 'nosuch' the way a registry does."""
+    containing 'nosuch' the way a registry does. `image inspect` gives the platform `platforms` lists
+    for an image ("name os/arch" lines), and fails for others (a platform Podman does not say); a
+    pull of a name containing 'multi' gets linux/amd64 (a registry's multi-platform image)."""
     calls = tmp_path / "calls"
     store = tmp_path / "store"
     store.write_text("localhost/tidepool-pod:1\n")
+    platforms = tmp_path / "platforms"
+    platforms.write_text("")
     script = tmp_path / "podman"
     script.write_text(f"""#!/bin/sh
 echo "$*" >> {calls}
 if [ "$1 $2" = "image exists" ]; then grep -qxF "$3" {store}; exit $?; fi
+if [ "$1 $2" = "image inspect" ]; then
+  for image; do :; done
+  found=$(grep "^$image " {platforms} | tail -n 1 | cut -d' ' -f2)
+  [ -n "$found" ] || exit 125
+  echo "$found"; exit 0
+fi
 if [ "$1" = "pull" ]; then
   for image; do :; done
   case "$image" in *nosuch*) echo "Error: initializing source docker://$image: reading manifest: manifest unknown" >&2; exit 125;; esac
+  case "$image" in *multi*) echo "$image linux/amd64" >> {platforms};; esac
   echo "$image" >> {store}; echo sha256:abc; exit 0
 fi
 exit 2
@@ -35,6 +47,13 @@ exit 2
 
     class Fake:
         command = [str(script)]
+
+        @staticmethod
+        def has(image: str, platform: str) -> None:
+            with store.open("a") as file:
+                file.write(f"{image}\n")
+            with platforms.open("a") as file:
+                file.write(f"{image} {platform}\n")
 
         @staticmethod
         def calls() -> list[str]:
@@ -87,3 +106,52 @@ def test_real_podman_an_unknown_image_and_a_refused_pull(tmp_path: Path) -> None
     # Nothing listens on port 1: the registry refuses the pull at once, without a network.
     with pytest.raises(ImageUnavailable, match="could not be pulled"):
         ensure_image(podman, "127.0.0.1:1/team/nosuch:1", policy="missing", timeout=60)
+
+
+def test_the_nodes_platform_is_named_as_images_name_it() -> None:
+    assert node_platform("Linux", "x86_64") == "linux/amd64"
+    assert node_platform("Linux", "aarch64") == "linux/arm64"
+    assert node_platform("Linux", "ppc64le") == "linux/ppc64le"
+    assert node_platform("Linux", "mips64") == "linux/mips64"  # unknown: as the kernel names it
+
+
+def test_an_image_for_another_platform_is_not_run_and_says_so(fake_podman) -> None:
+    fake_podman.has("team/arm:v1", "linux/arm64")
+    fake_podman.has("team/amd:v1", "linux/amd64")
+    ensure_image(fake_podman.command, "team/amd:v1", policy="never", node="linux/amd64")
+    with pytest.raises(ImageUnavailable) as refused:
+        ensure_image(fake_podman.command, "team/arm:v1", policy="never", node="linux/amd64")
+    assert str(refused.value) == "image team/arm:v1 is for linux/arm64, this node is linux/amd64"
+    # Where pulls are allowed it is pulled again first; the registry had no other platform of it.
+    with pytest.raises(ImageUnavailable, match="^image team/arm:v1 is for linux/arm64, this node is linux/amd64$"):
+        ensure_image(fake_podman.command, "team/arm:v1", policy="missing", node="linux/amd64")
+    assert "pull --quiet team/arm:v1" in fake_podman.calls()
+
+
+def test_a_refused_pull_of_a_wrong_platform_image_keeps_the_platform_reason(fake_podman) -> None:
+    fake_podman.has("team/nosuch-arm:v1", "linux/arm64")
+    with pytest.raises(ImageUnavailable, match="^image team/nosuch-arm:v1 is for linux/arm64, this node is linux/amd64$"):
+        ensure_image(fake_podman.command, "team/nosuch-arm:v1", policy="missing", node="linux/amd64")
+
+
+def test_a_multi_platform_image_pulled_again_gets_the_nodes_platform(fake_podman) -> None:
+    fake_podman.has("team/multi:v1", "linux/arm64")  # pulled on an arm64 machine, copied here
+    ensure_image(fake_podman.command, "team/multi:v1", policy="missing", node="linux/amd64")
+    assert "pull --quiet team/multi:v1" in fake_podman.calls()
+
+
+@pytest.fixture
+def foreign(tmp_path: Path):
+    if (missing := podman_available()) is not None:
+        pytest.skip(f"needs rootful Podman: {missing}")
+    with foreign_image(tmp_path) as name:
+        yield name
+
+
+def test_real_podman_refuses_a_locally_made_image_of_another_platform(foreign) -> None:
+    here, theirs = node_platform(), other_platform()
+    for policy in ("never", "missing"):  # missing: the pull of localhost/... fails, the platform is the reason
+        with pytest.raises(ImageUnavailable) as refused:
+            ensure_image(["podman"], foreign, policy=policy, timeout=60)
+        assert str(refused.value) == f"image {foreign} is for {theirs}, this node is {here}"
+    ensure_image(["podman"], foreign, policy="never", node=theirs)  # on a node of its platform it would run

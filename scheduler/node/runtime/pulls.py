@@ -7,10 +7,16 @@ under the same tag wins). Pulls go to the operator's registry for names that nam
 (TIDEPOOL_POD_REGISTRY_AUTH_FILE, Podman's `--authfile`). An image that cannot be had raises
 `ImageUnavailable` with the reason: the pod stays Pending and is tried again later, since a
 registry that is down or a tag not pushed yet is no fault of the job (DESIGN §3).
+
+So is an image for another platform ("image X is for linux/arm64, this node is linux/amd64"):
+Podman would only warn and start it, and its first program would fail with "exec format error",
+counted as the job's failure. Where the pull policy allows, such an image is pulled again first,
+since the registry may hold this node's platform under the same tag (a multi-platform image).
 """
 
 from __future__ import annotations
 
+import platform
 import subprocess
 from collections.abc import Sequence
 from dataclasses import replace
@@ -19,6 +25,10 @@ from scheduler.image_names import image_reference_problem, qualified
 from scheduler.node.runtime.process import PodSpec
 
 PULL_TIMEOUT_S = 900.0
+# Python's machine names as OCI image platforms name them (GOARCH); any other is used as it is.
+_OCI_ARCHITECTURES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64", "armv7l": "arm",
+                      "armv6l": "arm", "i386": "386", "i686": "386", "ppc64le": "ppc64le", "s390x": "s390x",
+                      "riscv64": "riscv64"}
 
 
 class ImageUnavailable(OSError):
@@ -30,24 +40,56 @@ def _last_error(result: subprocess.CompletedProcess[str]) -> str:
     return next((line for line in reversed(lines) if line.startswith("Error")), lines[-1] if lines else "no output")
 
 
+def node_platform(system: str | None = None, machine: str | None = None) -> str:
+    """This node's platform as images name it: `linux/amd64`, `linux/arm64`, ..."""
+    system = (system or platform.system()).lower()
+    machine = (machine or platform.machine()).lower()
+    return f"{system}/{_OCI_ARCHITECTURES.get(machine, machine)}"
+
+
+def image_platform(podman: Sequence[str], image: str) -> str | None:
+    """`os/architecture` of an image in the node's store; None where Podman does not say."""
+    result = subprocess.run([*podman, "image", "inspect", "--format", "{{.Os}}/{{.Architecture}}", image],
+                            capture_output=True, text=True, timeout=60)
+    found = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not found or found[0].startswith("/") or found[0].endswith("/"):
+        return None
+    return found[0].lower()
+
+
+def platform_problem(podman: Sequence[str], image: str, node: str | None = None) -> str | None:
+    """Why `image` (in the store) cannot run on this node's platform; None when it can or is not known."""
+    node = node or node_platform()
+    theirs = image_platform(podman, image)
+    if theirs is None or theirs == node:
+        return None
+    return f"image {image} is for {theirs}, this node is {node}"
+
+
 def ensure_image(podman: Sequence[str], image: str, *, policy: str, authfile: str = "",
-                 timeout: float = PULL_TIMEOUT_S) -> None:
-    """Return once `image` is in the node's store per `policy`; raises ImageUnavailable."""
+                 timeout: float = PULL_TIMEOUT_S, node: str | None = None) -> None:
+    """Return once `image` is in the node's store per `policy`, for this node's platform (`node`,
+    default node_platform()); raises ImageUnavailable."""
     present = subprocess.run([*podman, "image", "exists", image], capture_output=True, text=True,
                              timeout=60).returncode == 0
-    if present and policy != "always":
+    wrong_platform = platform_problem(podman, image, node) if present else None
+    if present and policy != "always" and wrong_platform is None:
         return
     if policy == "never":
-        raise ImageUnavailable(f"image {image} is not in this node's store and TIDEPOOL_POD_PULL=never")
+        raise ImageUnavailable(wrong_platform or f"image {image} is not in this node's store and TIDEPOOL_POD_PULL=never")
     argv = [*podman, "pull", "--quiet"]
     if authfile:
         argv += ["--authfile", authfile]
     try:
         result = subprocess.run([*argv, image], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise ImageUnavailable(f"pulling image {image} took longer than {timeout:.0f} s") from None
+        raise ImageUnavailable(wrong_platform or f"pulling image {image} took longer than {timeout:.0f} s") from None
     if result.returncode != 0:
-        raise ImageUnavailable(f"image {image} could not be pulled: {_last_error(result)}"[:240])
+        # The store's copy for another platform is the cause; the failed try for a better one is not.
+        raise ImageUnavailable(wrong_platform or f"image {image} could not be pulled: {_last_error(result)}"[:240])
+    wrong_platform = platform_problem(podman, image, node)
+    if wrong_platform is not None:
+        raise ImageUnavailable(wrong_platform)
 
 
 class ImagePuller:
