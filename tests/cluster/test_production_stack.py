@@ -158,6 +158,9 @@ def test_documented_stack_runs_reclaims_and_resumes(stack: Stack) -> None:
         status, _ = alice.call("POST", f"{job}stop/")
         assert status == 200
         wait_for(lambda: alice.get(job)["status"] == "Stopped", 30, "the borrower to stop")
+        # The websocket's update comes after the commit the API already shows: give it time to arrive.
+        wait_for(lambda: any(str(borrower["id"]) in json.dumps(m) and "Stopped" in json.dumps(m)
+                             for _, m in watcher.messages), 15, "the websocket to show the borrower Stopped")
     finally:
         watcher.close()
 

@@ -33,6 +33,7 @@ from typing import Any
 
 from scheduler.node.remote.client import ConsoleRefused, ConsoleUnreachable, NodeApi
 from scheduler.node.remote.config import AgentConfig
+from scheduler.node.remote.fence import SelfFence
 from scheduler.node.remote.log_server import LogServer
 from scheduler.node.remote.log_tickets import TicketChecker
 from scheduler.node.runtime.gpus import (
@@ -127,6 +128,7 @@ class NodeAgent:
         self.supervisor, self.images, self.runtime_label = build_runtime(config, self._exited)
         self.node_name = ""
         self.log_server: LogServer | None = None
+        self.fence: SelfFence | None = None  # made at registration, from the console's node timeout
         self.stop_event = threading.Event()
         self.lease_lost = False
         self.key_refused = False
@@ -154,6 +156,7 @@ class NodeAgent:
         self._adopt()
         beat = threading.Thread(target=self._beat, name="tidepool-heartbeat", daemon=True)
         beat.start()
+        threading.Thread(target=self._watch_fence, name="tidepool-self-fence", daemon=True).start()
         while not self.stop_event.is_set():
             try:
                 counts = self.reconcile()
@@ -204,6 +207,8 @@ class NodeAgent:
                 self.log_server.checker = TicketChecker(self.node_name, bytes.fromhex(answer["log_ticket_key"]))
                 self._heartbeat_s = float(answer.get("heartbeat_s") or 10.0)
                 self._poll_s = self.config.poll_s or float(answer.get("reconcile_s") or 5.0)
+                self.fence = SelfFence(self.supervisor, node_timeout_s=float(answer.get("node_timeout_s") or 60.0),
+                                       heartbeat_s=self._heartbeat_s)
                 log.info("node %s registered: %s × %s (%s), pods run as %s", self.node_name, inventory.gpus,
                          inventory.gpu_type, inventory.source, self.runtime_label)
                 return True
@@ -237,6 +242,7 @@ class NodeAgent:
         while not self.stop_event.wait(self._heartbeat_s):
             try:
                 self.api.heartbeat(self.owner)
+                self.fence.answered()
             except ConsoleUnreachable as error:
                 log.warning("heartbeat failed: %s", error)
             except ConsoleRefused as error:
@@ -245,6 +251,11 @@ class NodeAgent:
                     self.lease_lost = error.status == 409
                     self.key_refused = error.status == 401
                     self.stop()
+
+    def _watch_fence(self) -> None:
+        """Its own thread: a heartbeat request may hang for the client's timeout, the fence must not (fence.py)."""
+        while not self.stop_event.wait(min(0.5, self._heartbeat_s / 2)):
+            self.fence.check()
 
     def _leave(self) -> None:
         self.supervisor.detach()
@@ -269,28 +280,17 @@ class NodeAgent:
             counts[action] = counts.get(action, 0) + 1
 
         for row in rows:
-            key = (row["pod_id"], row["attempt"])
-            here = running.get(key)
-            if here is not None:
-                if not row["wanted"] and here.terminating is None:
-                    self.supervisor.terminate(*key, row["grace_s"], row["outcome"])
-                    count("terminated")
-                elif row["status"] == "Pending" and self.api.report(*key, "running", pid=here.pid):
-                    count("reported_running")
-                else:
-                    self._relay_progress(row)
-                continue
-            if self._report_known_exit(row):
-                count("reported_exit")
-            elif not row["wanted"]:
-                self._fence(row)
-                count("fenced")
-            elif row["status"] == "Pending":
-                count(self._start(row))
-            elif self.supervisor.wait(*key, 0) is None:
-                self.api.report(*key, "exited", exit_code=None, outcome="failed",
-                                reason="the pod's process is gone without an exit status")
-                count("gone")
+            try:
+                action = self._converge(row, running.get((row["pod_id"], row["attempt"])))
+            except ConsoleRefused as error:
+                if error.status == 401:
+                    raise
+                # One pod's refused report must not hold the others back; the next pass tries again.
+                log.warning("pod %s attempt %s: the console refused a report: %s", row["pod_id"], row["attempt"],
+                            error)
+                action = "refused"
+            if action:
+                count(action)
         listed = {(row["pod_id"], row["attempt"]) for row in rows}
         for key, here in running.items():
             if key not in listed and here.terminating is None:
@@ -298,6 +298,30 @@ class NodeAgent:
                 self.supervisor.terminate(*key, 0, "stopped")
                 count("stopped_unlisted")
         return counts
+
+    def _converge(self, row: dict[str, Any], here: Any) -> str:
+        """One row of the table for one pod; returns the action taken ("" for none)."""
+        key = (row["pod_id"], row["attempt"])
+        if here is not None:
+            if not row["wanted"] and here.terminating is None:
+                self.supervisor.terminate(*key, row["grace_s"], row["outcome"])
+                return "terminated"
+            if row["status"] == "Pending" and self.api.report(*key, "running", pid=here.pid):
+                return "reported_running"
+            self._relay_progress(row)
+            return ""
+        if self._report_known_exit(row):
+            return "reported_exit"
+        if not row["wanted"]:
+            self._fence(row)
+            return "fenced"
+        if row["status"] == "Pending":
+            return self._start(row)
+        if self.supervisor.wait(*key, 0) is None:
+            self.api.report(*key, "exited", exit_code=None, outcome="failed",
+                            reason="the pod's process is gone without an exit status")
+            return "gone"
+        return ""
 
     def _fence(self, row: dict[str, Any]) -> None:
         key = (row["pod_id"], row["attempt"])
@@ -312,8 +336,9 @@ class NodeAgent:
         seen = self.supervisor.wait(*key, 0)
         if seen is not None:
             self._relay_progress(row)  # the last one first: e.g. the checkpoint saved on SIGTERM
-            self.api.report(*key, "exited", exit_code=seen.exit_code, outcome=seen.outcome,
-                            reason=seen.reason or exit_reason(seen.exit_code))
+            fenced = self.fence.reason(*key) if self.fence is not None else None  # a failure, not a stop
+            self.api.report(*key, "exited", exit_code=seen.exit_code, outcome="failed" if fenced else seen.outcome,
+                            reason=fenced or seen.reason or exit_reason(seen.exit_code))
             return True
         if row["spec"] is None or not row["spec"].get("exit_path"):
             return False
