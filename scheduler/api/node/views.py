@@ -98,6 +98,8 @@ class RegisterView(NodeView):
         return Response({"node": name, "heartbeat_s": min(settings.TIDEPOOL_HEARTBEAT_SECONDS,
                                                           settings.TIDEPOOL_LEASE_SECONDS / 3),
                          "reconcile_s": settings.TIDEPOOL_RECONCILE_SECONDS,
+                         # The agent stops its pods before this passes without a heartbeat (node/remote/fence.py).
+                         "node_timeout_s": settings.TIDEPOOL_NODE_TIMEOUT,
                          "log_ticket_key": node_log_ticket_key(request.auth).hex()})
 
 
