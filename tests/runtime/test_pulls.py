@@ -17,9 +17,10 @@ from tests.runtime.test_container_args import spec as pod_spec
 @pytest.fixture
 def fake_podman(tmp_path: Path):
     """A podman that has the images listed in `store`, records its calls, and refuses pulls of names
-    containing 'nosuch' the way a registry does. `image inspect` gives the platform `platforms` lists
-    for an image ("name os/arch" lines), and fails for others (a platform Podman does not say); a
-    pull of a name containing 'multi' gets linux/amd64 (a registry's multi-platform image)."""
+    containing 'nosuch' the way a registry does. `image inspect` fails for an image not in the store
+    and gives the platform `platforms` lists for it ("name os/arch" lines), else an empty line (a
+    platform Podman does not say); a pull of a name containing 'multi' gets linux/amd64 (a registry's
+    multi-platform image)."""
     calls = tmp_path / "calls"
     store = tmp_path / "store"
     store.write_text("localhost/tidepool-pod:1\n")
@@ -28,12 +29,10 @@ def fake_podman(tmp_path: Path):
     script = tmp_path / "podman"
     script.write_text(f"""#!/bin/sh
 echo "$*" >> {calls}
-if [ "$1 $2" = "image exists" ]; then grep -qxF "$3" {store}; exit $?; fi
 if [ "$1 $2" = "image inspect" ]; then
   for image; do :; done
-  found=$(grep "^$image " {platforms} | tail -n 1 | cut -d' ' -f2)
-  [ -n "$found" ] || exit 125
-  echo "$found"; exit 0
+  grep -qxF "$image" {store} || {{ echo "Error: $image: image not known" >&2; exit 125; }}
+  grep "^$image " {platforms} | tail -n 1 | cut -d' ' -f2; exit 0
 fi
 if [ "$1" = "pull" ]; then
   for image; do :; done

@@ -47,21 +47,26 @@ def node_platform(system: str | None = None, machine: str | None = None) -> str:
     return f"{system}/{_OCI_ARCHITECTURES.get(machine, machine)}"
 
 
+# Absent from the node's store: one inspect says whether the image is there and for which platform.
+ABSENT = "absent"
+
+
 def image_platform(podman: Sequence[str], image: str) -> str | None:
-    """`os/architecture` of an image in the node's store; None where Podman does not say."""
+    """`os/architecture` of an image in the node's store; ABSENT when the store lacks it (Podman's
+    inspect fails); None where Podman does not say."""
     result = subprocess.run([*podman, "image", "inspect", "--format", "{{.Os}}/{{.Architecture}}", image],
                             capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        return ABSENT
     found = result.stdout.strip().splitlines()
-    if result.returncode != 0 or not found or found[0].startswith("/") or found[0].endswith("/"):
+    if not found or found[0].startswith("/") or found[0].endswith("/"):
         return None
     return found[0].lower()
 
 
-def platform_problem(podman: Sequence[str], image: str, node: str | None = None) -> str | None:
-    """Why `image` (in the store) cannot run on this node's platform; None when it can or is not known."""
-    node = node or node_platform()
-    theirs = image_platform(podman, image)
-    if theirs is None or theirs == node:
+def platform_problem(image: str, theirs: str | None, node: str) -> str | None:
+    """Why `image`, for platform `theirs`, cannot run on platform `node`; None when it can or is not known."""
+    if theirs in (None, ABSENT, node):
         return None
     return f"image {image} is for {theirs}, this node is {node}"
 
@@ -70,9 +75,10 @@ def ensure_image(podman: Sequence[str], image: str, *, policy: str, authfile: st
                  timeout: float = PULL_TIMEOUT_S, node: str | None = None) -> None:
     """Return once `image` is in the node's store per `policy`, for this node's platform (`node`,
     default node_platform()); raises ImageUnavailable."""
-    present = subprocess.run([*podman, "image", "exists", image], capture_output=True, text=True,
-                             timeout=60).returncode == 0
-    wrong_platform = platform_problem(podman, image, node) if present else None
+    node = node or node_platform()
+    theirs = image_platform(podman, image)
+    present = theirs != ABSENT
+    wrong_platform = platform_problem(image, theirs, node)
     if present and policy != "always" and wrong_platform is None:
         return
     if policy == "never":
@@ -87,7 +93,7 @@ def ensure_image(podman: Sequence[str], image: str, *, policy: str, authfile: st
     if result.returncode != 0:
         # The store's copy for another platform is the cause; the failed try for a better one is not.
         raise ImageUnavailable(wrong_platform or f"image {image} could not be pulled: {_last_error(result)}"[:240])
-    wrong_platform = platform_problem(podman, image, node)
+    wrong_platform = platform_problem(image, image_platform(podman, image), node)
     if wrong_platform is not None:
         raise ImageUnavailable(wrong_platform)
 
