@@ -191,3 +191,21 @@ def test_registration_records_the_log_port_and_gives_the_ticket_key_to_this_node
     assert node_log_ticket_key(other.key) != node_log_ticket_key(created.key)
     bad = post(keyed(created.secret), "/api/node/v1/register/", {**INVENTORY, "agent": "host-a:100:1", "log_port": 0})
     assert bad.status_code == 400 and set(bad.json()) == {"log_port"}
+
+
+def test_gpu_readings_in_a_heartbeat_go_to_the_nodes_own_pods_only(world: World) -> None:
+    from scheduler.models import GpuSample
+
+    mine, my_pods = running_job(world, world.gpu1, "on-gpu-01")
+    _theirs, their_pods = running_job(world, world.gpu2, "on-gpu-02")  # the same GPU indices, another node
+    gpu1 = node_client("gpu-01")
+    assert post(gpu1, "/api/node/v1/register/", INVENTORY).status_code == 200
+    readings = [{"index": i, "utilization_percent": 50.0 + i, "memory_used_mib": 1000, "memory_total_mib": 80000}
+                for i in range(8)]
+    answer = post(gpu1, "/api/node/v1/heartbeat/", {"agent": INVENTORY["agent"], "gpus": readings})
+    assert answer.status_code == 200, answer.content
+    assert set(GpuSample.objects.values_list("pod_id", flat=True)) == {p.pk for p in my_pods}
+    assert not GpuSample.objects.filter(pod__in=their_pods).exists()
+    bad = post(gpu1, "/api/node/v1/heartbeat/", {"agent": INVENTORY["agent"],
+                                                "gpus": [{"index": 0, "utilization_percent": 250}]})
+    assert bad.status_code == 400 and "gpus" in bad.json()

@@ -131,3 +131,39 @@ def test_a_spec_the_console_could_not_build_is_reported_never_started(agent, tmp
     console.rows = [{**row(tmp_path, 1), "spec": None, "spec_error": "checkpoint directory /x is outside the roots"}]
     assert node.reconcile() == {"never_started": 1}
     assert console.reports[-1][3]["reason"] == "could not start: checkpoint directory /x is outside the roots"
+
+
+def test_heartbeats_carry_nvml_readings_only_where_nvml_reads_them(agent, monkeypatch) -> None:
+    import threading
+
+    node, console = agent
+    beats: list[dict[str, Any]] = []
+    console.heartbeat = lambda owner, **fields: beats.append(fields) or {}
+    reading = {"index": 0, "utilization_percent": 42.0, "memory_used_mib": 10, "memory_total_mib": 80}
+    monkeypatch.setattr("scheduler.node.remote.agent.sample_gpus", lambda: [reading])
+    node._heartbeat_s = 0.05
+    node.fence = type("Fence", (), {"answered": lambda self: None})()  # made at registration otherwise
+    beat = threading.Thread(target=node._beat, daemon=True)
+    beat.start()
+    wait_for(lambda: beats, 10, "a heartbeat")
+    monkeypatch.setattr("scheduler.node.remote.agent.sample_gpus", lambda: [])  # no NVML: nothing sent
+    count = len(beats)
+    wait_for(lambda: len(beats) > count + 1, 10, "more heartbeats")
+    node.stop()
+    beat.join(5)
+    assert beats[0] == {"gpus": [reading]} and beats[-1] == {}
+
+
+def test_rank_zeros_progress_is_relayed_when_it_changes(agent, tmp_path) -> None:
+    node, console = agent
+    console.rows = [row(tmp_path, 1)]
+    node.reconcile()
+    progress = Path(console.rows[0]["spec"]["progress_path"])
+    progress.write_text('{"step": 40, "last_checkpoint_step": 20}')
+    console.rows[0]["status"] = "Running"
+    node.reconcile()
+    node.reconcile()  # unchanged: not sent again
+    progress.write_text('{"step": 60, "last_checkpoint_step": 60}')
+    node.reconcile()
+    sent = [fields["progress"]["step"] for _, _, event, fields in console.reports if event == "progress"]
+    assert sent == [40, 60]

@@ -2,7 +2,8 @@
 
 - `POST register/`: the node's inventory and its log port; takes the node's lease for this agent (one
   live agent per node); answers the key that signs log tickets (node/remote/log_tickets.py).
-- `POST heartbeat/`: keeps the node alive and the lease this agent's.
+- `POST heartbeat/`: keeps the node alive and the lease this agent's; carries NVML GPU readings,
+  stored against the node's own live pods.
 - `POST release/`: gives the lease back as the agent stops (its pods run on, for the next agent).
 - `GET pods/`: the pods the database places on the node, each with its run spec (built here: the
   node needs no database) and whether it is still wanted; `?recently_ended=1` adds those that ended
@@ -31,6 +32,7 @@ from scheduler.api.node.reports import PodReportSerializer, pod_report_apply
 from scheduler.models import Node, Pod, ResourceType
 from scheduler.node.specs import master_address, pod_spec
 from scheduler.selectors.node_pods import NotThisNodesPod, attempt_pods, node_pods
+from scheduler.services.gpu_samples import gpu_samples_record
 from scheduler.services.leases import lease_acquire, lease_release, lease_renew, node_role
 from scheduler.services.lifecycle import grace_seconds
 from scheduler.services.node_keys import node_key_log_port_set, node_log_ticket_key
@@ -49,6 +51,18 @@ class NodeView(APIView):
 
 class AgentSerializer(serializers.Serializer):
     agent = serializers.CharField(max_length=200, help_text="This agent process (host:pid:start), for the lease.")
+
+
+class GpuReadingSerializer(serializers.Serializer):
+    index = serializers.IntegerField(min_value=0, max_value=1023)
+    utilization_percent = serializers.FloatField(min_value=0, max_value=100)
+    memory_used_mib = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
+    memory_total_mib = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
+
+
+class HeartbeatSerializer(AgentSerializer):
+    gpus = GpuReadingSerializer(many=True, required=False, max_length=1024,
+                                help_text="NVML readings of the node's GPUs, stored against its own pods only.")
 
 
 class RegisterSerializer(AgentSerializer):
@@ -106,7 +120,8 @@ class RegisterView(NodeView):
 class HeartbeatView(NodeView):
     def post(self, request: Request) -> Response:
         name = self.node_name(request)
-        agent = _valid(AgentSerializer, request.data)["agent"]
+        beat = _valid(HeartbeatSerializer, request.data)
+        agent = beat["agent"]
         if not Node.objects.filter(name=name).exists():
             return Response({"detail": f"node {name} is not registered: register first"},
                             status=status.HTTP_409_CONFLICT)
@@ -115,6 +130,8 @@ class HeartbeatView(NodeView):
             if not acquired:  # another agent of this node runs it now: this one must stop running pods
                 return _lease_taken(name, lease)
         node_heartbeat(name=name)
+        if beat.get("gpus"):  # issue 14's GPU chart: the readings go to this node's live pods only
+            gpu_samples_record(node_name=name, readings=beat["gpus"])
         return Response({"node": name})
 
 

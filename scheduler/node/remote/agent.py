@@ -42,6 +42,7 @@ from scheduler.node.runtime.gpus import (
     detect_gpus,
     host_cpu,
     host_memory_gib,
+    sample_gpus,
 )
 from scheduler.node.runtime.process import PodSpec, PodSupervisor, TerminateResult
 from scheduler.node.runtime.progress import read_progress
@@ -241,7 +242,8 @@ class NodeAgent:
     def _beat(self) -> None:
         while not self.stop_event.wait(self._heartbeat_s):
             try:
-                self.api.heartbeat(self.owner)
+                readings = sample_gpus() if self.config.gpus is None else []  # NVML's; none where it is absent
+                self.api.heartbeat(self.owner, **({"gpus": readings} if readings else {}))
                 self.fence.answered()
             except ConsoleUnreachable as error:
                 log.warning("heartbeat failed: %s", error)

@@ -55,8 +55,9 @@ class NodeApi:
     def register(self, inventory: dict[str, Any]) -> dict[str, Any]:
         return self.call("POST", "register/", inventory)
 
-    def heartbeat(self, agent: str) -> dict[str, Any]:
-        return self.call("POST", "heartbeat/", {"agent": agent})
+    def heartbeat(self, agent: str, gpus: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """`gpus`: NVML readings (runtime/gpus.sample_gpus) for the GPU chart; None where NVML is absent."""
+        return self.call("POST", "heartbeat/", {"agent": agent, **({"gpus": gpus} if gpus else {})})
 
     def release(self, agent: str) -> dict[str, Any]:
         return self.call("POST", "release/", {"agent": agent})
