@@ -37,7 +37,8 @@ def test_elastic_pods_get_the_rendezvous_variables(settings, tmp_path: Path) -> 
             "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
         assert "PET_NODE_RANK" not in env  # the rendezvous numbers the nodes
         # Rank 0 (the master role's pod, a base pod) hosts the store; every other agent is its client.
-        assert env["PET_RDZV_CONF"] == f"last_call_timeout=5,is_host={1 if pod.rank == 0 else 0}"
+        assert env["PET_RDZV_CONF"] == ("last_call_timeout=5,keep_alive_interval=1,keep_alive_max_attempt=5,"
+                                        f"is_host={1 if pod.rank == 0 else 0}")
         assert env["PET_MAX_RESTARTS"] == "1000"  # each shrink uses one of torchrun's restarts
     assert sorted(pod.rank for pod in pods) == [0, 1, 2, 3, 4]
 

@@ -151,14 +151,18 @@ def elastic_launcher_environment(spec: PodSpec, master_addr: str, low: str, high
     extra pod, whose shrink would end the job). torch 2.13's agent deadlocks when a node joins a running
     world unless the rendezvous keeps its own TCP store (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1,
     pytorch#147064); last_call_timeout=5 lets a shrunk world go on after 5 s instead of waiting 30 s for
-    stragglers (issue 24: 19.8-21.3 s to train again after a shrink, 43 s with the defaults); a shrink
-    costs the survivors one of torchrun's restarts (ELASTIC_TORCHRUN_RESTARTS)."""
+    stragglers (issue 24: 19.8-21.3 s to train again after a shrink, 43 s with the defaults). A shrunk pod's
+    agent never leaves the round it was in: the survivors' next round waits until its heartbeats are
+    missed, 5 × 1 s here instead of torch's 3 × 5 s (measured: 23.4 s → 13.6 s from the SIGTERM to the
+    smaller world training, 4 agents on 2 busy cores). A shrink costs the survivors one of torchrun's
+    restarts (ELASTIC_TORCHRUN_RESTARTS)."""
     return {
         "PET_NNODES": f"{low}:{high}",
         "PET_RDZV_BACKEND": "c10d",
         "PET_RDZV_ID": spec.job_uid,
         "PET_RDZV_ENDPOINT": f"{master_addr}:{spec.master_port}",
-        "PET_RDZV_CONF": f"last_call_timeout=5,is_host={1 if spec.rank == 0 else 0}",
+        "PET_RDZV_CONF": f"last_call_timeout=5,keep_alive_interval=1,keep_alive_max_attempt=5,"
+                         f"is_host={1 if spec.rank == 0 else 0}",
         "PET_MAX_RESTARTS": str(ELASTIC_TORCHRUN_RESTARTS),
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     }
