@@ -331,7 +331,7 @@ def _elastic_lines(all_figures: Mapping[str, dict]) -> list[str]:
             f"{100 * alloc[0]:.2f} % -> {100 * alloc[1]:.2f} %; whole-job preemptions {c['preemptions'][0]:,} -> "
             f"{c['preemptions'][1]:,} ({c['preemptions_avoided']:,} avoided); shrinks {c['shrinks']:,} "
             f"({c['pods_shrunk']:,} pods), growths {c['growths']:,} ({c['pods_grown']:,} pods), costing "
-            f"{c['gpu_hours_resize_lost']:,.1f} GPU-h; GPU-h lost to preemption {c['gpu_hours_lost'][0]:,.1f} -> "
+            f"{c['gpu_hours_resize_lost']:,.1f} GPU-h ({c['gpu_hours_growth_lost']:,.1f} the growths); GPU-h lost to preemption {c['gpu_hours_lost'][0]:,.1f} -> "
             f"{c['gpu_hours_lost'][1]:,.1f}; owners' p95 wait {duration(owners[0])} -> {duration(owners[1])} "
             f"({'not worse' if c['owners_p95_not_worse'] else 'WORSE'})"
         )

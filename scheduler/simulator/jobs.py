@@ -42,7 +42,7 @@ class SimJob:
     __slots__ = (
         "out", "index", "pending_view", "view", "key", "state", "gpus", "duration", "queued_at",
         "progress", "finish_at", "gen", "in_quota", "inq", "model", "nominated_at", "run", "phase", "stopped",
-        "shape", "base_gpus", "extra", "extra_nodes", "resized_at", "after_resize",
+        "shape", "base_gpus", "extra", "extra_nodes", "resized_at", "resized_by",
     )
 
     def __init__(self, out: JobOutcome, index: int, pending_view: Job, key: tuple, phase: float,
@@ -68,13 +68,13 @@ class SimJob:
         self.stopped = False  # a run of it was preempted: later runs pay the restart overhead
         # §2c (elastic.py): its elastic role (None: a plain job); GPUs of its base (all of a plain job's; `gpus`
         # is what its pods hold now); the role indexes and nodes of the extra pods it runs, in index order; its
-        # current run's last resize; whether that run began at a resize (its restart is a resize's cost)
+        # current run's last resize, and the kind of resize that began that run (its restart is that one's cost)
         self.shape = shape
         self.base_gpus = shape.base_gpus if shape is not None else out.gpus
         self.extra: tuple[int, ...] = ()
         self.extra_nodes: tuple[str, ...] = ()
         self.resized_at: float | None = None
-        self.after_resize = False
+        self.resized_by: str | None = None  # resizes.SHRINK or resizes.GROWTH
 
     @property
     def pods_now(self) -> int:

@@ -244,6 +244,7 @@ def figures(result: ReplayResult) -> dict:
         "pods_shrunk": result.pods_shrunk,
         "pods_grown": result.pods_grown,
         "gpu_hours_resize_lost": _round(resize_lost / 3600),
+        "gpu_hours_growth_lost": _round(sum(job.growth_lost_gpu_s for job in jobs) / 3600),
         "gpu_hours_delivered": _round(held / 3600),
         "lost_share": _round(lost / held, 6) if held > 0 else 0.0,
         "reclaim_latency_s": summary(result.reclaim_latencies_s),
@@ -313,6 +314,7 @@ def elastic_comparison(all_figures: Mapping[str, dict], baseline: str = "idle") 
             "growths": f["growths"], "pods_grown": f["pods_grown"],
             "gpu_hours_lost": [base["gpu_hours_lost"], f["gpu_hours_lost"]],
             "gpu_hours_resize_lost": f["gpu_hours_resize_lost"],
+            "gpu_hours_growth_lost": f["gpu_hours_growth_lost"],
             "owners_p95_wait_s": [owners_base, owners],
             "owners_p95_not_worse": owners is None or owners_base is None or owners <= owners_base,
         }

@@ -107,6 +107,7 @@ class JobOutcome:
     shrinks: int = 0
     growths: int = 0
     resize_lost_gpu_s: float = 0.0
+    growth_lost_gpu_s: float = 0.0  # the part of it that growths cost (the rest: shrinks)
 
     @property
     def wait_s(self) -> float | None:

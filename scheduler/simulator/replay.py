@@ -248,8 +248,8 @@ class _Replay(resizes.ResizeSteps):
         if states.requeue_after_exit(sim):
             self._enqueue(sim)
 
-    def _record(self, sim: SimJob, record: RunRecord, resized: bool = False) -> None:
-        """Keep a run that ended and add where its GPU-time went to its job's figures. `resized`: it ended at a
+    def _record(self, sim: SimJob, record: RunRecord, resized_by: str | None = None) -> None:
+        """Keep a run that ended and add where its GPU-time went to its job's figures. `resized_by`: it ended at a
         shrink or growth (§2c), which caused its redone work and grace; a run begun at one owes it its restart."""
         self.runs.append(record)
         out = sim.out
@@ -259,10 +259,8 @@ class _Replay(resizes.ResizeSteps):
         out.checkpoint_gpu_s += split["checkpoint"]
         out.restart_gpu_s += split["restart"]
         out.grace_gpu_s += split["grace"]
-        if resized:
-            out.resize_lost_gpu_s += split["redone"] + split["grace"]
-        if sim.after_resize:  # grace records of shrunk pods have no restart
-            out.resize_lost_gpu_s += split["restart"]
+        resizes.charge(out, resized_by, split["redone"] + split["grace"])
+        resizes.charge(out, sim.resized_by, split["restart"])  # grace records of shrunk pods have no restart
 
     def _release(self, sim: SimJob) -> None:
         del self.active[sim.out.name]
@@ -431,7 +429,7 @@ class _Replay(resizes.ResizeSteps):
         sim.in_quota = in_quota
         sim.model = model
         sim.gpus = sim.base_gpus  # an elastic job starts on its base (§2c)
-        sim.extra, sim.extra_nodes, sim.resized_at, sim.after_resize = (), (), None, False
+        sim.extra, sim.extra_nodes, sim.resized_at, sim.resized_by = (), (), None, None
         sim.run = Run(
             start=now, gpus=sim.gpus, base=sim.progress, work=sim.duration,
             restart=work.restart_s if sim.stopped else 0.0, phase=sim.phase, interval=work.interval_s,

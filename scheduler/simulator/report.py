@@ -93,9 +93,9 @@ FIGURE_ROWS: tuple[tuple[str, Render], ...] = (
         "GPU-h lost to preemption / held",
         lambda f: f"{f['gpu_hours_lost']:,.1f} / {f['gpu_hours_delivered']:,.0f} ({100 * f['lost_share']:.3f} %)",
     ),
-    ("elastic jobs: shrinks (pods) / growths (pods); GPU-h the resizes cost",
+    ("elastic jobs: shrinks (pods) / growths (pods); GPU-h the resizes cost (of it growths)",
      lambda f: f"{f['elastic_jobs']:,}: {f['shrinks']:,} ({f['pods_shrunk']:,}) / {f['growths']:,} ({f['pods_grown']:,}); "
-     f"{f['gpu_hours_resize_lost']:,.1f}" if f["elastic_share"] else "–"),
+     f"{f['gpu_hours_resize_lost']:,.1f} ({f['gpu_hours_growth_lost']:,.1f})" if f["elastic_share"] else "–"),
     ("reclaim latency: n; mean / p50 / p95 / p99 / max",
      lambda f: f"{f['reclaim_latency_s']['n']:,}; {_stats(f['reclaim_latency_s'])}"),
     ("replay wall time (engine)", lambda f: f"{f['wall_s']:.0f} s ({f['engine_s']:.0f} s, {f['engine_calls']:,} calls)"),

@@ -18,10 +18,12 @@ from scheduler.engine.types import TERMINATING, Job, Pod, Policy
 from .elastic import throughput
 from .jobs import SimJob
 from .ledger import Ledger
-from .model import ReplayConfig
+from .model import JobOutcome, ReplayConfig
 from .work import Run, RunRecord, WorkModel
 
 SHRINKING_SUFFIX = "~shrinking"
+SHRINK = "shrink"
+GROWTH = "growth"
 
 # Event kinds of the replay's heap (replay.py; arrivals are not in it), ordered so that at one instant
 # completions and exits free capacity before the growth they may allow. SHRUNK_EXIT: pods a shrink removed are
@@ -108,6 +110,15 @@ def merge_extra(extra: Sequence[int], nodes: Sequence[str], added: Sequence[int]
     return sorted([*zip(extra, nodes, strict=True), *zip(added, added_nodes, strict=True)])
 
 
+def charge(out: JobOutcome, kind: str | None, gpu_s: float) -> None:
+    """Count GPU-seconds a resize of `kind` (SHRINK, GROWTH; None: no resize) cost its job."""
+    if kind is None:
+        return
+    out.resize_lost_gpu_s += gpu_s
+    if kind == GROWTH:
+        out.growth_lost_gpu_s += gpu_s
+
+
 def due_at(start: float, interval: float) -> float:
     """The first time `t` with `t - start >= interval` in floating point: when the engine's growth test
     (`now - run start >= grow_interval_s`) first holds."""
@@ -157,11 +168,11 @@ class ResizeSteps:
         ledger.add(ledger.releasing, key, gpus)
         pods = ShrunkPods(self.now + self.config.grace_s, sim.view.pods[0], gone, sim.model)
         self.resizes.shrunk(sim.view, pods)
-        self._record(sim, grace_record(self.now, self.config.grace_s, gpus), resized=True)
+        self._record(sim, grace_record(self.now, self.config.grace_s, gpus), resized_by=SHRINK)
         self._push(pods.exit_at, SHRUNK_EXIT, sim)
         sim.gpus -= gpus
         sim.out.shrinks += 1
-        self._resize(sim, kept)
+        self._resize(sim, kept, SHRINK)
 
     def _grow(self, sim: SimJob, indexes: tuple[int, ...], nodes: tuple[str, ...]) -> None:
         """§2c: new extra pods start on `nodes` (Not in Quota); every worker restarts from the last checkpoint."""
@@ -174,19 +185,19 @@ class ResizeSteps:
         sim.gpus += gpus
         sim.out.growths += 1
         self.resizes.grown(len(indexes))
-        self._resize(sim, merge_extra(sim.extra, sim.extra_nodes, indexes, nodes))
+        self._resize(sim, merge_extra(sim.extra, sim.extra_nodes, indexes, nodes), GROWTH)
 
-    def _resize(self, sim: SimJob, extra: list[tuple[int, str]]) -> None:
+    def _resize(self, sim: SimJob, extra: list[tuple[int, str]], kind: str) -> None:
         """End the current run at a resize (the work since its last completed save is redone) and start one at
         the new size, paying the restart overhead, as a run after a preemption does (work.py)."""
         now, run, work = self.now, sim.run, self.work
         assert run is not None
         _, _, saved = run.progress(now)
-        self._record(sim, RunRecord(run=run, end=now, stop=now, kept=saved - run.base), resized=True)
+        self._record(sim, RunRecord(run=run, end=now, stop=now, kept=saved - run.base), resized_by=kind)
         sim.progress = saved
         sim.extra = tuple(index for index, _ in extra)
         sim.extra_nodes = tuple(node for _, node in extra)
-        sim.resized_at, sim.after_resize = now, True
+        sim.resized_at, sim.resized_by = now, kind
         sim.run = Run(start=now, gpus=sim.gpus, base=saved, work=sim.duration, restart=work.restart_s,
                       phase=sim.phase, interval=work.interval_s, cost=work.cost_s, rate=self._rate(sim))
         sim.finish_at = sim.run.finish_at()

@@ -117,6 +117,9 @@ def test_a_shrink_keeps_the_borrower_running_where_a_plain_job_is_preempted_whol
     # 8 x 970 (the second growth); restarts 16 x 60, 8 x 60, 16 x 60; the shrunk pod's grace 8 x 30.
     assert (e1.redone_gpu_s, e1.restart_gpu_s, e1.grace_gpu_s) == (10800.0, 2400.0, 240.0)
     assert e1.resize_lost_gpu_s == 13440.0 and e1.useful_gpu_s == 16 * 3000
+    # Of it the growths': 8 x 300 + 16 x 60 (the first), 8 x 970 + 16 x 60 (the second); the shrink's:
+    # 16 x 40 redone, 8 x 30 grace, 8 x 60 restart.
+    assert e1.growth_lost_gpu_s == 12080.0
     f = figures(elastic)
     assert (f["gpu_hours_lost"], f["gpu_hours_resize_lost"]) == (0.0, round(13440 / 3600, 3))
     assert (f["elastic_jobs"], f["shrinks"], f["growths"]) == (1, 1, 2)
