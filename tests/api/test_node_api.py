@@ -209,3 +209,32 @@ def test_gpu_readings_in_a_heartbeat_go_to_the_nodes_own_pods_only(world: World)
     bad = post(gpu1, "/api/node/v1/heartbeat/", {"agent": INVENTORY["agent"],
                                                 "gpus": [{"index": 0, "utilization_percent": 250}]})
     assert bad.status_code == 400 and "gpus" in bad.json()
+
+
+def test_a_pending_pods_image_wait_start_and_never_started_reports_are_applied(world: World) -> None:
+    job, pods = running_job(world, world.gpu1, "pending-on-gpu-01")
+    job.status = JobStatus.ENV_PREPARING
+    job.save()
+    Pod.objects.filter(pk__in=[p.pk for p in pods]).update(status=PodStatus.PENDING, started_at=None)
+    gpu1 = node_client("gpu-01")
+    path = f"/api/node/v1/pods/{pods[0].pk}/report/"
+    waited = post(gpu1, path, {"attempt": job.attempt, "event": "image_wait", "cause": "manifest unknown",
+                               "retry_in_s": 5})
+    assert waited.json() == {"applied": True}
+    assert Pod.objects.get(pk=pods[0].pk).reason == "waiting for its image: manifest unknown; next try in 5 s"
+    post(gpu1, path, {"attempt": job.attempt, "event": "image_here", "image": "localhost/tidepool-pod:x"})
+    pod = Pod.objects.get(pk=pods[0].pk)
+    assert (pod.reason, pod.image) == ("", "localhost/tidepool-pod:x")
+    assert post(gpu1, path, {"attempt": job.attempt, "event": "running", "pid": 4242}).json() == {"applied": True}
+    assert Pod.objects.get(pk=pods[0].pk).status == PodStatus.RUNNING
+    assert Job.objects.get(pk=job.pk).status == JobStatus.RUNNING
+
+    other, other_pods = running_job(world, world.gpu1, "never-on-gpu-01")
+    other.status = JobStatus.ENV_PREPARING
+    other.save()
+    Pod.objects.filter(pk__in=[p.pk for p in other_pods]).update(status=PodStatus.PENDING, started_at=None)
+    never = post(gpu1, f"/api/node/v1/pods/{other_pods[0].pk}/report/",
+                 {"attempt": other.attempt, "event": "never_started", "reason": "could not start: no such dir"})
+    assert never.json() == {"applied": True}
+    assert Pod.objects.get(pk=other_pods[0].pk).status == PodStatus.STOPPED
+    assert Job.objects.get(pk=other.pk).status == JobStatus.QUEUING
