@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from scheduler import states
 from scheduler.engine.types import CPU, MEMORY, gpu_key
+from scheduler.models.gpu_time import JobGpuTime
 from scheduler.models.time_limits import JobTimeLimits, PoolTimeLimits
 from scheduler.states import (
     LIVE_POD_STATUSES,
@@ -192,7 +193,7 @@ REQUEUED_PREEMPTED = models.Q(
 )
 
 
-class Job(JobTimeLimits):
+class Job(JobTimeLimits, JobGpuTime):
     name = models.SlugField(max_length=100)
     # Names the job's directories (scheduler/paths.py) and its processes: unlike the id, never
     # reused, even after a database reset.
@@ -323,7 +324,8 @@ class Job(JobTimeLimits):
         return self.run_seconds + self.open_attempt_seconds(now)
 
     def total_gpu_seconds(self, now: datetime | None = None) -> float:
-        return self.gpu_seconds + self.total_gpus * self.open_attempt_seconds(now)
+        """Every attempt's GPU time: the ended ones plus the current one at the GPUs it holds (models/gpu_time.py)."""
+        return self.gpu_seconds + (self.attempt_gpu_seconds(now) if self.attempt_open else 0.0)
 
 
 class JobRole(models.Model):

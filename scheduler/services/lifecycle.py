@@ -183,7 +183,7 @@ def _close_attempt(job: Job, now: datetime) -> None:
         return
     seconds = max(0.0, (now - job.started_at).total_seconds())
     job.run_seconds += seconds
-    job.gpu_seconds += job.total_gpus * seconds
+    job.gpu_seconds += job.attempt_gpu_seconds(now)  # at the GPUs it held, resize by resize (§2c)
 
 
 def _settle_preempted(job: Job, now: datetime) -> None:

@@ -24,11 +24,10 @@ _CHECKPOINT_SCAN_LIMIT = 10_000
 
 
 def preemption_record(*, job: Job, kind: str, reason: str, staff_reason: str, now: datetime) -> JobPreemption:
-    gpus = job.total_gpus
-    ran = max(0.0, (now - job.started_at).total_seconds()) if job.started_at else 0.0
+    # An elastic job (§2c) holds what its resizes left it, not its maximum.
     return JobPreemption.objects.create(
         job=job, attempt=job.attempt, kind=kind, time=now, reason=reason[:500], staff_reason=staff_reason[:500],
-        gpus=gpus, ran_gpu_seconds=gpus * ran,
+        gpus=job.held_gpus(), ran_gpu_seconds=job.attempt_gpu_seconds(now),
     )
 
 
