@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from scheduler.loop.cycle import schedule_once
@@ -62,7 +63,8 @@ def test_a_running_elastic_job_counts_the_gpus_it_holds(cluster, recording_execu
 def test_a_preempted_elastic_job_records_the_gpus_it_held(cluster, recording_executor):
     past = timezone.now() - timedelta(seconds=1000)
     elastic = _shrunk_elastic_job(cluster, past)
-    job_preempt(job=elastic, reason="node gpu-1 drained", kind=JobPreemption.Kind.DRAIN)
+    with transaction.atomic():  # as its callers hold it (select_for_update needs one on PostgreSQL)
+        job_preempt(job=elastic, reason="node gpu-1 drained", kind=JobPreemption.Kind.DRAIN)
     record = JobPreemption.objects.get(job=elastic)
     assert record.gpus == 4  # what the shrink left it, not its 8 at the maximum
     assert HELD + 4 * 600 <= record.ran_gpu_seconds <= HELD + 4 * 600 + SLACK
