@@ -5,7 +5,7 @@ every process gone), and the next attempt resumes from its own snapshot.
 Tidepool's real path: job_submit → schedule_once → the local executor's PodAgent with
 TIDEPOOL_POD_RUNTIME=podman → ContainerSupervisor. Needs root, Podman with runc and the torch image
 (bin/build-pod-image --with-torch: the default image plus torch from pip's sources, cached); skipped
-with the reason otherwise. About a minute: two containers start torch twice.
+with the reason otherwise. 30–80 s here (two containers per attempt, each starting torch twice).
 """
 
 from __future__ import annotations
