@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import F, Prefetch, Q, QuerySet
 
-from scheduler.models import REQUEUED_PREEMPTED, Job, JobEvent, JobPreemption, JobRole, Pod
+from scheduler.models import REQUEUED_PREEMPTED, Job, JobEvent, JobPreemption, JobResize, JobRole, Pod
 from scheduler.selectors.access import reason_for, shown_text, visible_jobs
 from scheduler.states import (
     ACTIVE_JOB_STATUSES,
@@ -75,10 +75,12 @@ def job_list(
 def with_row_data(jobs: QuerySet[Job]) -> QuerySet[Job]:
     """Everything a job row shows, in a fixed number of queries whatever the page size.
 
-    `job.current_pods`: the pods of the job's latest attempt, with their nodes.
+    `job.current_pods`: the pods of the job's latest attempt, with their nodes; `job.resizes`: its latest
+    attempt's resizes, which an elastic job's GPU time is counted by (models/gpu_time.py).
     """
     return jobs.select_related("workspace", "quota", "owner").prefetch_related(
         Prefetch("roles", queryset=JobRole.objects.order_by("order", "id")),
+        Prefetch("resizes", queryset=JobResize.objects.filter(attempt=F("job__attempt")).order_by("time", "id")),
         Prefetch(
             "pods",
             queryset=Pod.objects.filter(attempt=F("job__attempt")).select_related("node").order_by("rank"),
