@@ -32,6 +32,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import NoReturn
 
 # torch warns on import where numpy is missing; this script needs none (it broadcasts tensors only).
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -106,6 +107,17 @@ def train_step(model: torch.nn.Linear, xs: torch.Tensor, ys: torch.Tensor, batch
     return float(total) / batch
 
 
+def leave(checkpointer: Checkpointer, status: int) -> NoReturn:
+    """Exit now, once every checkpoint asked for is on disk. Not through the interpreter's teardown: with its
+    peers gone, torch 2.13's gloo process group lingers there or aborts ("terminate called without an
+    active exception"), and torchrun's agent waits for this exit before it forms the new world (or, in a
+    shrunk pod, before it exits and frees the pod's GPUs)."""
+    checkpointer.wait()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     dist.init_process_group(backend="gloo")
@@ -123,16 +135,16 @@ def main(argv: list[str] | None = None) -> int:
             if rank == 0:
                 checkpointer.save(step, model.state_dict())
                 print(f"stop requested: checkpoint saved at step {step}", flush=True)
-            return 0
+            leave(checkpointer, 0)
         xs, ys = minibatch(args.seed, step, args.batch, truth)
         try:
             loss = train_step(model, xs[rank::world], ys[rank::world], args.batch, args.lr)
         except RuntimeError as error:  # gloo's "Connection closed by peer" and the like
             if checkpointer.should_stop():
-                return 0
+                leave(checkpointer, 0)
             print(f"a peer left the world at step {step} ({str(error).splitlines()[0][:120]}): "
                   "exiting so that torchrun forms the new one", flush=True)
-            return PEER_LOST
+            leave(checkpointer, PEER_LOST)
         step += 1
         print(f"step {step} world {world} rank {rank} loss {loss:.6f}", flush=True)
         checkpointer.report(step)
