@@ -140,7 +140,8 @@ def launcher_environment(spec: PodSpec, master_addr: str) -> dict[str, str]:
 
 # torchrun's own restarts for an elastic job's workers: every shrink uses one (the survivors' workers fail
 # when a peer vanishes, and the agent forms the smaller world only while it has restarts left); a growth
-# uses none. Bounded, so that a script that always fails stops at last instead of looping unseen.
+# mostly none, sometimes one (a worker whose peer's agent stopped it first fails before its own agent
+# restarts it). Bounded, so that a script that always fails stops at last instead of looping unseen.
 ELASTIC_TORCHRUN_RESTARTS = 1000
 
 
