@@ -34,7 +34,8 @@ HOSTS = 5
 NODE_TIMEOUT_S = 12
 CONTROL_PLANE_SECRETS = ("DATABASE_URL", "SECRET_KEY", "REDIS_URL", "CELERY_BROKER_URL")
 
-pytestmark = pytest.mark.skipif(bed_unavailable() is not None, reason=str(bed_unavailable()))
+UNAVAILABLE = bed_unavailable()
+pytestmark = pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE))
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from scheduler.node.remote.fence import SelfFence, fence_schedule
 from scheduler.node.runtime.process import PodSpec, PodSupervisor
 from tests.waiting import wait_for
 
-NODE_TIMEOUT_S, HEARTBEAT_S = 6.0, 0.5
+NODE_TIMEOUT_S, HEARTBEAT_S = 10.0, 1.0  # SIGTERM after 6.5 s of silence, SIGKILL by 9 s
 
 
 class CuttableConsole:
