@@ -16,6 +16,19 @@ pool's grow interval set to `--grow-interval` s). Then, each round:
 - **growth**: bob stops his job; timed from the stop to the growth (`grow_count` goes up) and to the
   first training step in a world of 4 (every pod, the grown ones too, takes part in each step).
 
+With `--url`, the same story runs against a console already up, such as the production stack
+(`bin/cluster start --seed`: nginx + gunicorn, PostgreSQL, Redis, run_scheduler, node agents; pods as
+Podman containers by default) on seed_cluster's quotas for 2 nodes × 4 GPUs: alice's 4-GPU job fills
+`general`'s own 4, bob's elastic job (team-language, which guarantees nothing: idle resources) grows
+onto team-vision's node, alice's 2-pod In Quota job in team-vision shrinks it to 2 and its stop lets it
+grow back. The tokens and the pool's grow interval are made with `manage.py shell` on the stack's
+database (`--database-url`, default $DATABASE_URL); `--image` names a pod image with torch
+(`bin/build-pod-image --with-torch --print-name`), whose examples are in /opt/tidepool/examples:
+
+    .venv/bin/python scripts/bench_elastic_resize.py --rounds 3 --url http://127.0.0.1:8170 \
+        --database-url postgres://postgres@127.0.0.1:5432/tidepool_elastic_stack \
+        --image "$(bin/build-pod-image --with-torch --print-name)"
+
 The job is never preempted nor restarted (checked each round). Polls every 0.1 s, so each figure is
 within about 0.1 s plus one API round trip. Bounded: every wait gives up after `--timeout` s with what it
 waited for. Prints one line per round, the medians, the load average before and after, and one JSON line.
@@ -53,6 +66,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--step-sleep", type=float, default=0.2, help="elastic_train.py's pause per step (0.2 s)")
     parser.add_argument("--timeout", type=float, default=180, help="the longest wait for any one step (180 s)")
     parser.add_argument("--keep", metavar="DIR", help="run in DIR and keep it (the server's log, the pods' logs)")
+    parser.add_argument("--url", help="a console already up (the production stack): start no server, use "
+                        "seed_cluster's quotas")
+    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"),
+                        help="with --url: its database, for the tokens and the grow interval ($DATABASE_URL)")
+    parser.add_argument("--image", default="", help="with --url: the pods' image (one with torch, for containers)")
+    parser.add_argument("--torchrun", help="the command that starts torchrun in a pod (default: this venv's with "
+                        "host pods, `torchrun` with --image)")
+    parser.add_argument("--examples", help="where examples/ lies in a pod (default: this checkout's; with --image "
+                        "/opt/tidepool/examples)")
     return parser.parse_args()
 
 
@@ -85,11 +107,14 @@ class Api:
             raise SystemExit(f"{method} /api/v1/{path}: {error.code} {error.read()[:500]!r}") from None
 
     def submit(self, name: str, workspace: str, quota: str, command: str, pods: int, gpus: int,
-               min_pods: int | None = None, idle_mode: str = "off") -> int:
+               min_pods: int | None = None, idle_mode: str = "off", image: str = "") -> int:
         role = {"name": "worker", "pod_count": pods, "min_pod_count": min_pods, "gpus": gpus, "cpu": 1,
                 "memory_gib": 4}
-        job = self.call("POST", "jobs/", {"name": name, "workspace": workspace, "quota": quota, "command": command,
-                                          "roles": [role], "idle_mode": idle_mode})
+        body = {"name": name, "workspace": workspace, "quota": quota, "command": command, "roles": [role],
+                "idle_mode": idle_mode}
+        if image:
+            body["image"] = image
+        job = self.call("POST", "jobs/", body)
         return int(job["id"])
 
     def job(self, job_id: int) -> dict:
@@ -136,6 +161,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def setup_script(resource_type: str, grow_interval: int) -> str:
+    """manage.py shell code: the pool's policy (grow interval `grow_interval`), then alice's and bob's tokens."""
+    return (
+        "import json\n"
+        "from django.contrib.auth import get_user_model\n"
+        "from scheduler.services.pool_policies import pool_policy_set\n"
+        "from scheduler.services.tokens import token_create\n"
+        "users = get_user_model().objects\n"
+        f"pool_policy_set(user=users.get(username='admin'), resource_type={resource_type!r}, idle_share='fifo',"
+        f" min_runtime_s=0, starvation_s=0, grow_interval_s={grow_interval})\n"
+        "print(json.dumps({name: token_create(user=users.get(username=name), name='bench').secret"
+        " for name in ('alice', 'bob')}))\n"
+    )
+
+
+def prepare_stack(database_url: str, grow_interval: int) -> dict[str, str]:
+    """On a stack's database (seed_cluster's users): the general pool's grow interval; alice's and bob's tokens."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": database_url, "DEBUG": "1"}
+    made = subprocess.run([PYTHON, str(ROOT / "manage.py"), "shell", "-c", setup_script("general", grow_interval)],
+                          cwd=ROOT, env=env, check=True, capture_output=True, text=True, timeout=120)
+    return json.loads(made.stdout.strip().splitlines()[-1])
+
+
 def start_server(base: Path, grow_interval: int) -> tuple[subprocess.Popen, str, dict[str, str]]:
     """The embedded default on the demo cluster (as tests/e2e/conftest.py starts it); tokens for alice and bob."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DATABASE_URL": f"sqlite:///{base / 'db.sqlite3'}",
@@ -146,18 +194,7 @@ def start_server(base: Path, grow_interval: int) -> tuple[subprocess.Popen, str,
     manage = [PYTHON, str(ROOT / "manage.py")]
     for command in (["migrate", "--no-input", "-v0"], ["seed_demo"]):
         subprocess.run([*manage, *command], cwd=ROOT, env=env, check=True, capture_output=True, timeout=300)
-    setup = (
-        "import json\n"
-        "from django.contrib.auth import get_user_model\n"
-        "from scheduler.services.pool_policies import pool_policy_set\n"
-        "from scheduler.services.tokens import token_create\n"
-        "users = get_user_model().objects\n"
-        f"pool_policy_set(user=users.get(username='admin'), resource_type='lingjun', idle_share='fifo',"
-        f" min_runtime_s=0, starvation_s=0, grow_interval_s={grow_interval})\n"
-        "print(json.dumps({name: token_create(user=users.get(username=name), name='bench').secret"
-        " for name in ('alice', 'bob')}))\n"
-    )
-    made = subprocess.run([*manage, "shell", "-c", setup], cwd=ROOT, env=env, check=True, capture_output=True,
+    made = subprocess.run([*manage, "shell", "-c", setup_script("lingjun", grow_interval)], cwd=ROOT, env=env, check=True, capture_output=True,
                           text=True, timeout=120)
     tokens = json.loads(made.stdout.strip().splitlines()[-1])
     port = free_port()
@@ -195,15 +232,31 @@ def counted(api: Api, job_id: int, counter: str, was: int) -> Callable[[], bool]
     return lambda: api.job(job_id)[counter] > was
 
 
-def story(url: str, tokens: dict[str, str], args: argparse.Namespace) -> list[dict[str, float]]:
-    alice, bob = Api(url, tokens["alice"]), Api(url, tokens["bob"])
+# Who does what: (user, workspace, quota) of the fillers (and their GPUs), the elastic job and the owner's job.
+# The demo's Lingjun pool (2 × 8): alice's 8 and bob's 4 leave 4 idle; alice's elastic job borrows them, bob
+# claims 2 In Quota. seed_cluster (2 × 4): alice's 4 in `general` fill its own share, bob's elastic job
+# (team-language: nothing guaranteed) borrows team-vision's node, alice claims 2 of it In Quota.
+EMBEDDED_CAST = {"fills": [("alice", "vision", "lj-vision", 8), ("bob", "language", "lj-language", 4)],
+                 "elastic": ("alice", "vision", "lj-vision"), "owner": ("bob", "language", "lj-language")}
+STACK_CAST = {"fills": [("alice", "vision", "general", 4)],
+              "elastic": ("bob", "language", "team-language"), "owner": ("alice", "vision", "team-vision")}
+
+
+def story(url: str, tokens: dict[str, str], args: argparse.Namespace, cast: dict) -> list[dict[str, float]]:
+    apis = {name: Api(url, token) for name, token in tokens.items()}
     running = lambda api, job_id: lambda: api.job(job_id)["status"] == "Running"  # noqa: E731
-    fills = [alice.submit("bench-vision-fill", "vision", "lj-vision", "sleep 3600", 1, 8),
-             bob.submit("bench-language-fill", "language", "lj-language", "sleep 3600", 1, 4)]
-    wait_until(running(alice, fills[0]), args.timeout, "alice's filler Running")
-    wait_until(running(bob, fills[1]), args.timeout, "bob's filler Running")
-    command = f"{TORCHRUN} {ROOT / 'examples' / 'elastic_train.py'} --step-sleep {args.step_sleep} --checkpoint-every 5"
-    elastic = alice.submit("bench-elastic", "vision", "lj-vision", command, 4, 1, min_pods=1, idle_mode="acceptable")
+    for number, (user, workspace, quota, gpus) in enumerate(cast["fills"]):
+        filler = apis[user].submit(f"bench-fill-{number}", workspace, quota, "sleep 3600", 1, gpus, image=args.image)
+        wait_until(running(apis[user], filler), args.timeout, f"{user}'s filler in {quota} Running")
+    torchrun = args.torchrun or ("torchrun" if args.image else str(TORCHRUN))
+    examples = args.examples or ("/opt/tidepool/examples" if args.image else str(ROOT / "examples"))
+    command = f"{torchrun} {examples}/elastic_train.py --step-sleep {args.step_sleep} --checkpoint-every 5"
+    user, workspace, quota = cast["elastic"]
+    alice = apis[user]  # the elastic job's owner (alice on the demo)
+    elastic = alice.submit("bench-elastic", workspace, quota, command, 4, 1, min_pods=1, idle_mode="acceptable",
+                           image=args.image)
+    user, claim_workspace, claim_quota = cast["owner"]
+    bob = apis[user]  # the owner who claims 2 GPUs back (bob on the demo)
     log = RankZeroLog(alice, elastic)
     wait_until(log.training_in(4, -1), args.timeout, lambda: log.describe(4))
     rounds = []
@@ -211,7 +264,7 @@ def story(url: str, tokens: dict[str, str], args: argparse.Namespace) -> list[di
         shrinks = alice.job(elastic)["shrink_count"]
         mark = len(log.steps()) - 1
         submitted = time.monotonic()
-        claim = bob.submit(f"bench-claim-{number}", "language", "lj-language", "sleep 3600", 2, 1)
+        claim = bob.submit(f"bench-claim-{number}", claim_workspace, claim_quota, "sleep 3600", 2, 1, image=args.image)
         wait_until(counted(alice, elastic, "shrink_count", shrinks), args.timeout, "the shrink")
         shrunk = time.monotonic()
         wait_until(running(bob, claim), args.timeout, "bob's job Running")
@@ -243,20 +296,28 @@ def story(url: str, tokens: dict[str, str], args: argparse.Namespace) -> list[di
 
 def main() -> int:
     args = parse_args()
-    if not TORCHRUN.exists():
+    if not args.url and not TORCHRUN.exists():
         print(f"needs torch in the venv ({TORCHRUN} is missing): .venv/bin/pip install torch==2.13.0")
         return 2
     # A SIGTERM (timeout(1), Ctrl-C's sibling) ends the run through `finally`: the server stops its pods.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="tidepool-bench-elastic-") as directory:
-        base = Path(args.keep or directory)
-        base.mkdir(parents=True, exist_ok=True)
-        server, url, tokens = start_server(base, args.grow_interval)
-        try:
-            rounds = story(url, tokens, args)
-        finally:
-            stop_server(server)
+    if args.url:
+        if not args.database_url:
+            print("--url needs the stack's database: --database-url or $DATABASE_URL")
+            return 2
+        stack = f"production stack at {args.url}" + (f" (image {args.image})" if args.image else "")
+        rounds = story(args.url.rstrip("/"), prepare_stack(args.database_url, args.grow_interval), args, STACK_CAST)
+    else:
+        stack = "embedded default (SQLite, host pods)"
+        with tempfile.TemporaryDirectory(prefix="tidepool-bench-elastic-") as directory:
+            base = Path(args.keep or directory)
+            base.mkdir(parents=True, exist_ok=True)
+            server, url, tokens = start_server(base, args.grow_interval)
+            try:
+                rounds = story(url, tokens, args, EMBEDDED_CAST)
+            finally:
+                stop_server(server)
     load_after = os.getloadavg()
     medians = {key: round(statistics.median(row[key] for row in rounds), 2) for key in rounds[0]}
     print(f"medians over {len(rounds)} rounds: shrunk job training again {medians['shrunk_training_s']:.1f} s after "
@@ -264,7 +325,7 @@ def main() -> int:
           f"{medians['owner_running_s']:.1f} s); grown job training {medians['grown_training_s']:.1f} s after the "
           f"owner's stop (growth decided {medians['growth_decided_s']:.1f} s)")
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min); {os.cpu_count()} CPUs")
-    print(json.dumps({"stack": "embedded default (SQLite, host pods)", "rounds": [
+    print(json.dumps({"stack": stack, "rounds": [
         {key: round(value, 2) for key, value in row.items()} for row in rounds], "medians": medians,
         "grow_interval_s": args.grow_interval, "load_before": load_before, "load_after": load_after}))
     return 0

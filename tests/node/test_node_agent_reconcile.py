@@ -167,3 +167,22 @@ def test_rank_zeros_progress_is_relayed_when_it_changes(agent, tmp_path) -> None
     node.reconcile()
     sent = [fields["progress"]["step"] for _, _, event, fields in console.reports if event == "progress"]
     assert sent == [40, 60]
+
+
+def test_a_grown_pod_does_not_read_the_shrunk_pods_exit_file_at_its_path_as_its_own(agent, tmp_path) -> None:
+    # §2c: a growth starts a pod with the shrunk one's attempt, role and index, so with its exit file's path.
+    node, console = agent
+    console.rows = [row(tmp_path, 1)]
+    node.reconcile()
+    console.rows = [{**row(tmp_path, 1, status="Running", wanted=False), "outcome": "shrunk"}]
+    assert node.reconcile() == {"terminated": 1}
+    wait_for(lambda: node.supervisor.wait(1, 1, 0), 10, "the shrunk pod to exit")
+    exit_path = Path(console.rows[0]["spec"]["exit_path"])
+    exit_path.write_text("134\n")  # as a container's shell wrote it when torch aborted in its teardown
+    assert node.reconcile() == {"reported_exit": 1}
+    assert console.reports[-1][3]["outcome"] == "shrunk" and not exit_path.exists()
+    grown = row(tmp_path, 2)
+    grown["spec"] = {**grown["spec"], "exit_path": str(exit_path), "log_path": console.rows[0]["spec"]["log_path"]}
+    console.rows = [grown]
+    assert node.reconcile() == {"started": 1}
+    assert console.events(2) == ["running"]

@@ -341,6 +341,7 @@ class NodeAgent:
             fenced = self.fence.reason(*key) if self.fence is not None else None  # a failure, not a stop
             self.api.report(*key, "exited", exit_code=seen.exit_code, outcome="failed" if fenced else seen.outcome,
                             reason=fenced or seen.reason or exit_reason(seen.exit_code))
+            self._forget_shrunk_exit(row)
             return True
         if row["spec"] is None or not row["spec"].get("exit_path"):
             return False
@@ -349,7 +350,21 @@ class NodeAgent:
             return False
         self.api.report(*key, "exited", exit_code=code, outcome="succeeded" if code == 0 else "failed",
                         reason=f"exit code {code} (read back from its exit file)")
+        self._forget_shrunk_exit(row)
         return True
+
+    @staticmethod
+    def _forget_shrunk_exit(row: dict[str, Any]) -> None:
+        """A shrunk pod's exit file, once its exit is reported: the pod that a growth starts in its place
+        (same attempt, role and index: the same path) would otherwise read it back as its own exit before it
+        starts, and the job would fail (§2c; seen on the production stack, a grown pod "exit code 134")."""
+        if row["outcome"] == "shrunk" and not row["wanted"] and row["spec"] and row["spec"].get("exit_path"):
+            try:
+                os.unlink(row["spec"]["exit_path"])
+            except FileNotFoundError:
+                pass
+            except OSError as error:
+                log.warning("pod %s: could not remove its exit file: %s", row["pod_id"], error)
 
     def _start(self, row: dict[str, Any]) -> str:
         key = (row["pod_id"], row["attempt"])
