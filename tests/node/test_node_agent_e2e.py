@@ -154,15 +154,20 @@ def test_a_pod_started_and_reported_by_the_agent_with_its_key_only(cluster: Clus
     assert not [v for v in environ if v.startswith(CONTROL_PLANE_SECRETS)]
     assert agent.poll() is None
 
-    job_id = submit(cluster, alice, "hello-agent", "echo hello from the agent; sleep 1; echo done")
+    job_id = submit(cluster, alice, "hello-agent", "echo hello from the agent; env; sleep 1; echo done")
     wait_for(lambda: job(cluster, alice, job_id)["status"] == "Succeeded", 60, "the job to succeed", step=0.3)
     detail = job(cluster, alice, job_id)
     pod = detail["pods"][0]
     assert (pod["node"], pod["status"], pod["exit_code"]) == ("node-a", "Succeeded", 0)
     kinds = [event["kind"] for event in detail["events"]]
     assert "running" in kinds and "succeeded" in kinds, kinds
-    logs = cluster.api(alice, "GET", f"jobs/{job_id}/logs/?lines=20")
+    logs = cluster.api(alice, "GET", f"jobs/{job_id}/logs/?lines=200")
     assert "hello from the agent" in logs["text"]
+    # The pod's environment holds its job's own and nothing of its agent's: not the node's key, not the
+    # console's address (the agent's environment is not passed on; TIDEPOOL_POD_ENV_ALLOW names what is).
+    assert "done" in logs["text"], logs["text"][-2000:]
+    assert key not in logs["text"] and "TIDEPOOL_NODE_KEY" not in logs["text"]
+    assert "TIDEPOOL_CONSOLE_URL" not in logs["text"]
 
 
 def test_an_agent_restart_adopts_the_running_pod(cluster: Cluster) -> None:
