@@ -39,14 +39,21 @@ def node_pod(*, node_name: str, pod_id: int, attempt: int) -> Pod:
 
 def node_pods(*, node_name: str, recently_ended: bool = False) -> list[Pod]:
     """The live pods the database places on `node_name` (and, with `recently_ended`, those that
-    ended there in the last day), with their jobs, oldest first."""
+    ended there in the last day), with their jobs and roles (their run specs need them), oldest first."""
     which = Q(status__in=LIVE_POD_STATUSES)
     if recently_ended:
         which |= Q(finished_at__gte=timezone.now() - RECENTLY_ENDED)
     return list(Pod.objects.filter(which, node__name=node_name)
-                .select_related("job", "job__workspace", "node").order_by("pk"))
+                .select_related("job", "job__workspace", "node").prefetch_related("job__roles").order_by("pk"))
 
 
-def attempt_pods(pod: Pod) -> list[Pod]:
-    """Every pod of `pod`'s job attempt, with its node (for the world size and rank 0's address)."""
-    return list(Pod.objects.select_related("node").filter(job_id=pod.job_id, attempt=pod.attempt))
+def attempt_pods(pods: list[Pod]) -> dict[tuple[int, int], list[Pod]]:
+    """Every pod of each of these pods' job attempts, with its node (for the world size and rank 0's
+    address), by (job id, attempt): one query however many pods a node runs (agents ask every poll)."""
+    wanted = {(pod.job_id, pod.attempt) for pod in pods}
+    by_attempt: dict[tuple[int, int], list[Pod]] = {key: [] for key in wanted}
+    for sibling in Pod.objects.select_related("node").filter(
+            job_id__in={job_id for job_id, _ in wanted}).order_by("pk"):
+        if (sibling.job_id, sibling.attempt) in wanted:
+            by_attempt[(sibling.job_id, sibling.attempt)].append(sibling)
+    return by_attempt

@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from scheduler.models import InstanceLease, Job, Node, Pod
 from scheduler.services.node_keys import node_key_create, node_key_revoke, node_key_rotate
@@ -238,3 +240,23 @@ def test_a_pending_pods_image_wait_start_and_never_started_reports_are_applied(w
     assert never.json() == {"applied": True}
     assert Pod.objects.get(pk=other_pods[0].pk).status == PodStatus.STOPPED
     assert Job.objects.get(pk=other.pk).status == JobStatus.QUEUING
+
+
+def test_a_nodes_pods_are_read_in_the_same_few_queries_however_many_it_runs(world: World) -> None:
+    """Every agent reads its pods every poll: the answer's queries must not grow with the pods."""
+    client = node_client("gpu-01")
+    running_job(world, world.gpu1, "first")
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            answer = client.get("/api/node/v1/pods/")
+        assert answer.status_code == 200, answer.content
+        return len(captured.captured_queries)
+
+    queries()  # the first read gives the pod its MASTER_PORT (written once, ports.py)
+    one = queries()
+    for n in range(5):
+        running_job(world, world.gpu1, f"more-{n}")
+    # (This read gives the new pods their MASTER_PORT, as the first one did.)
+    assert len(client.get("/api/node/v1/pods/").json()["pods"]) == 6
+    assert queries() == one

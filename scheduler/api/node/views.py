@@ -149,9 +149,10 @@ def wanted(pod: Pod) -> bool:
             and not pod.terminate_requested)
 
 
-def desired_pod(pod: Pod) -> dict[str, Any]:
+def desired_pod(pod: Pod, siblings: list[Pod]) -> dict[str, Any]:
     """One pod as its node's agent needs it: identity, state, whether it is wanted, how to stop it,
-    and its PodSpec (None with `spec_error` when it cannot be built: the agent reports it never started)."""
+    and its PodSpec (None with `spec_error` when it cannot be built: the agent reports it never started).
+    `siblings`: every pod of its job attempt (selectors.node_pods.attempt_pods)."""
     row: dict[str, Any] = {
         "pod_id": pod.pk, "attempt": pod.attempt, "job_id": pod.job_id, "rank": pod.rank, "status": pod.status,
         "live": pod.status in LIVE_POD_STATUSES, "wanted": wanted(pod),
@@ -160,7 +161,6 @@ def desired_pod(pod: Pod) -> dict[str, Any]:
     }
     if not row["live"] and pod.master_port is None:
         return row  # ended without ever starting: nothing of it can be running
-    siblings = attempt_pods(pod)
     try:
         spec = pod_spec(pod, pod.job, world_size=len(siblings), master_addr=master_address(siblings))
     except OSError as error:
@@ -174,7 +174,9 @@ class PodsView(NodeView):
     def get(self, request: Request) -> Response:
         recently_ended = request.query_params.get("recently_ended", "") in ("1", "true")
         pods = node_pods(node_name=self.node_name(request), recently_ended=recently_ended)
-        return Response({"node": self.node_name(request), "pods": [desired_pod(pod) for pod in pods]})
+        siblings = attempt_pods(pods)
+        return Response({"node": self.node_name(request),
+                         "pods": [desired_pod(pod, siblings[(pod.job_id, pod.attempt)]) for pod in pods]})
 
 
 class PodReportView(NodeView):
