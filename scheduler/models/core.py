@@ -162,6 +162,9 @@ class Node(models.Model):
     pod_runtime = models.CharField(max_length=32, blank=True,
                                    help_text="How its pods run (podman, host (cgroups), host), as its worker reported.")
     pod_image = models.CharField(max_length=255, blank=True, help_text="Its default image (podman), as reported.")
+    pod_subnet = models.CharField(
+        max_length=43, blank=True,
+        help_text="Its pods' addresses (routed pod network, docs/runtime.md): an IPv4 network no other node's overlaps.")
     previous_inventory = models.JSONField(
         null=True, blank=True,
         help_text="What it registered before its inventory last changed: gpu_type, gpu_count, cpu, memory_gib.",
@@ -365,6 +368,9 @@ class Pod(models.Model):
     image = models.CharField(max_length=255, blank=True, help_text="The image it runs, as its node names it (containers).")
     master_port = models.PositiveIntegerField(
         null=True, blank=True, help_text="MASTER_PORT of its attempt (the same on every pod), chosen at its first start.")
+    address = models.GenericIPAddressField(
+        protocol="IPv4", null=True, blank=True,
+        help_text="Its address in its node's pod subnet (routed pod network), chosen with its attempt's others.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

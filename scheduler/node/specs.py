@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from django.conf import settings
 
 from scheduler.models import Job, Pod
+from scheduler.node.addresses import attempt_pod_addresses
 from scheduler.node.ports import attempt_master_port
 from scheduler.node.runtime.process import PodSpec
 from scheduler.paths import (
@@ -21,6 +23,7 @@ from scheduler.paths import (
     root_of,
     workspace_data_root,
 )
+from scheduler.states import LIVE_POD_STATUSES
 
 
 def checkpoint_dir_here(job: Job) -> str:
@@ -44,9 +47,12 @@ def job_pod_count(job: Job) -> int:
     return sum(role.pod_count for role in job.roles.all())
 
 
-def pod_spec(pod: Pod, job: Job, *, world_size: int, master_addr: str) -> PodSpec:
+def pod_spec(pod: Pod, job: Job, *, world_size: int, master_addr: str, siblings: list[Pod] | None = None) -> PodSpec:
     """Raises OSError when one of the job's directories lies outside the roots it may use, or no
-    MASTER_PORT is free (ports.NoFreePort): the pod never starts and its job is queued again."""
+    MASTER_PORT is free (ports.NoFreePort), or its node's pod subnet is full (addresses.NoFreeAddress):
+    the pod never starts and its job is queued again. `siblings`: every pod of its attempt with its
+    node, where the caller has them (else read here, for a node with a routed pod network only).
+    On a routed pod network MASTER_ADDR is rank 0's pod address, not `master_addr` (rank 0's node's)."""
     workdir = job.code_mount or str(default_workdir(job))
     checkpoint_dir = checkpoint_dir_here(job)
     env = {key: value for key, value in (job.environment or {}).items() if key not in ELASTIC_VARIABLES}
@@ -59,6 +65,9 @@ def pod_spec(pod: Pod, job: Job, *, world_size: int, master_addr: str) -> PodSpe
     attempt_dir = pod_dir(job, pod.attempt)
     dirs = tuple((str(root_of(job, path)), str(path)) for path in (attempt_dir, workdir, checkpoint_dir))
     role = next((r for r in job.roles.all() if r.name == pod.role), None)  # its limits (the container runtime's)
+    network = routed_network(pod, siblings)
+    if network is not None:
+        master_addr = network.master_addr
     return PodSpec(
         pod_id=pod.pk,
         job_id=job.pk,
@@ -85,7 +94,42 @@ def pod_spec(pod: Pod, job: Job, *, world_size: int, master_addr: str) -> PodSpe
         memory_gib=float(role.memory_gib) if role is not None else 0.0,
         shared_memory_gib=float(role.shared_memory_gib) if role is not None else 0.0,
         mounts=tuple(path for path in (job.code_mount, job.data_mount) if path),
+        **(network.spec_fields() if network is not None else {}),
     )
+
+
+@dataclass(frozen=True)
+class RoutedNetwork:
+    """A pod's place in the routed pod network (node/addresses.py)."""
+
+    pod_address: str
+    master_addr: str
+    peer_addresses: tuple[str, ...]
+    routes: tuple[tuple[str, str], ...]
+
+    def spec_fields(self) -> dict:
+        return {"pod_address": self.pod_address, "peer_addresses": self.peer_addresses, "routes": self.routes}
+
+
+def routed_network(pod: Pod, siblings: list[Pod] | None) -> RoutedNetwork | None:
+    """None unless every pod of the attempt is on a node with a pod subnet."""
+    if pod.node_id is None or not pod.node.pod_subnet:
+        return None
+    if siblings is None:
+        siblings = list(Pod.objects.select_related("node").filter(job_id=pod.job_id, attempt=pod.attempt))
+    if pod.status not in LIVE_POD_STATUSES:
+        # An ended pod (adoption, a late report): the address it had, no new one chosen for it.
+        return RoutedNetwork(pod.address or "", pod.address or "", (), ()) if pod.address else None
+    addresses = attempt_pod_addresses(siblings)
+    if addresses is None:
+        return None
+    own = addresses.by_pod.get(pod.pk)
+    if own is None:  # ended between the two reads: as above, nothing new for it
+        return None
+    rank0 = min((p for p in siblings if p.pk in addresses.by_pod), key=lambda p: p.rank)
+    pod.address = own
+    routes = tuple(sorted(route for name, route in addresses.routes.items() if route[1]))
+    return RoutedNetwork(own, addresses.by_pod[rank0.pk], tuple(sorted(set(addresses.by_pod.values()))), routes)
 
 
 def master_address(pods: list[Pod]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from decimal import Decimal
 from typing import Any
@@ -27,6 +28,8 @@ def _check_node(node: Node) -> None:
     for field, value in (("gpu_count", node.gpu_count), ("cpu", node.cpu), ("memory_gib", node.memory_gib)):
         if value is None or Decimal(str(value)) < 0:
             raise ValidationError({field: f"Node {node.name}: {field} cannot be negative (got {value})."})
+    if node.pod_subnet:
+        _check_pod_subnet(node)
     carriers = gpu_model_pools().get(node.gpu_type, set())
     others = carriers - {node.resource_type}
     if others and node.gpu_type:
@@ -41,6 +44,26 @@ def _check_node(node: Node) -> None:
                     f"a {node.resource_type} node cannot carry them."
                 }
             )
+
+
+def _check_pod_subnet(node: Node) -> None:
+    """A routed pod network needs every node's pod subnet to be its own (docs/runtime.md)."""
+    try:
+        subnet = ipaddress.ip_network(node.pod_subnet, strict=True)
+    except ValueError:
+        raise ValidationError({"pod_subnet": f"Node {node.name}: pod subnet {node.pod_subnet!r} is not an IPv4 network "
+                                             "such as 10.213.1.0/24 (set TIDEPOOL_POD_SUBNETS on its agent)."}) from None
+    if subnet.version != 4 or subnet.prefixlen > 29:
+        raise ValidationError({"pod_subnet": f"Node {node.name}: pod subnet {subnet} must be an IPv4 network of /29 "
+                                             "or larger."})
+    for other, text in Node.objects.exclude(pk=node.pk).exclude(pod_subnet="").values_list("name", "pod_subnet"):
+        try:
+            overlaps = subnet.overlaps(ipaddress.ip_network(text, strict=False))
+        except ValueError:
+            continue
+        if overlaps:
+            raise ValidationError({"pod_subnet": f"Node {node.name}: pod subnet {subnet} overlaps node {other}'s "
+                                                 f"({text}): give each node's agent its own TIDEPOOL_POD_SUBNETS."})
 
 
 @transaction.atomic
@@ -59,9 +82,11 @@ def node_register(
     heartbeat: bool = False,
     pod_runtime: str | None = None,
     pod_image: str | None = None,
+    pod_subnet: str | None = None,
 ) -> Node:
     """Create or update a node's inventory. A re-registering lost node comes back (not cordoned).
-    `pod_runtime`, `pod_image`: how its worker runs pods (None: unchanged). Registering other
+    `pod_runtime`, `pod_image`: how its worker runs pods (None: unchanged); `pod_subnet`: its pods'
+    addresses in a routed pod network ("" : none; None: unchanged), refused where another node's overlaps. Registering other
     resources than before (GPU model or count, CPU, memory) keeps what it had in
     `previous_inventory`, with `inventory_changed_at`, and logs it (selectors/inventory.py shows it)."""
     node = Node.objects.select_for_update().filter(name=name).first() or Node(name=name)
@@ -79,6 +104,8 @@ def node_register(
         node.pod_runtime = pod_runtime[:32]
     if pod_image is not None:
         node.pod_image = pod_image[:255]
+    if pod_subnet is not None:
+        node.pod_subnet = pod_subnet
     _check_node(node)
     if before is not None and node_inventory(node) != before:  # e.g. a worker restarted with 2 GPUs, not 8
         node.previous_inventory, node.inventory_changed_at = before, timezone.now()

@@ -78,6 +78,8 @@ class RegisterSerializer(AgentSerializer):
     driver_version = serializers.CharField(max_length=64, allow_blank=True, default="")
     pod_runtime = serializers.CharField(max_length=32, allow_blank=True, default="")
     pod_image = serializers.CharField(max_length=255, allow_blank=True, default="")
+    pod_subnet = serializers.CharField(max_length=43, allow_blank=True, required=False,
+                                       help_text="Its pods' addresses (routed pod network); \"\": none.")
     log_port = serializers.IntegerField(min_value=1, max_value=65535, required=False, allow_null=True,
                                         help_text="Where the agent serves its pods' logs (node address, this port).")
 
@@ -162,7 +164,8 @@ def desired_pod(pod: Pod, siblings: list[Pod]) -> dict[str, Any]:
     if not row["live"] and pod.master_port is None:
         return row  # ended without ever starting: nothing of it can be running
     try:
-        spec = pod_spec(pod, pod.job, world_size=len(siblings), master_addr=master_address(siblings))
+        spec = pod_spec(pod, pod.job, world_size=len(siblings), master_addr=master_address(siblings),
+                        siblings=siblings)
     except OSError as error:
         row["spec_error"] = str(error)
     else:

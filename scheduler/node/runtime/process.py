@@ -100,6 +100,10 @@ class PodSpec:
     memory_gib: float = 0  # 0: the node's default pod memory limit
     shared_memory_gib: float = 0  # size of /dev/shm (0: Podman's default, 64 MiB)
     mounts: tuple[str, ...] = ()  # the job's own directories (code, data), bound at the same path
+    # The routed pod network (network.py, console side node/addresses.py); "" / (): not routed.
+    pod_address: str = ""  # this pod's address in its node's pod subnet (master_addr is rank 0's)
+    peer_addresses: tuple[str, ...] = ()  # the live pods of its attempt, itself included
+    routes: tuple[tuple[str, str], ...] = ()  # (pod subnet, node address) of the attempt's nodes
 
 
 ExitCallback = Callable[[int, int, int, str], None]  # (pod_id, attempt, exit_code, outcome)
@@ -437,6 +441,10 @@ class PodSupervisor:
             return None
         with self._lock:
             return self._recent.get((pod_id, attempt))
+
+    def connect_pod(self, spec: PodSpec) -> None:
+        """A running pod's network as its spec gives it now: only the container runtime's routed
+        network has anything to do (container.py); host pods share the node's."""
 
     def detach(self) -> None:
         """Refuse new pods and leave the running ones be: the next supervisor of the node adopts them."""
