@@ -76,8 +76,9 @@ Pods (the node worker, and the local executor) — docs/runtime.md ("Pods as con
 | TIDEPOOL_POD_UID | 65534 | Uid (and gid) pods run as inside containers when TIDEPOOL_POD_USER names no host user; never 0. |
 | TIDEPOOL_POD_PIDS_LIMIT | 4096 | Most processes (and threads) in one container, or one host pod in its cgroups. |
 | TIDEPOOL_POD_DEFAULT_MEMORY_GIB | 4 | Memory limit of a container (or a host pod in its cgroups) whose role asks none. |
-| TIDEPOOL_POD_NETWORK | job | `job`: a Podman network per job behind the node's pod firewall; `none`: no network. |
-| TIDEPOOL_POD_SUBNETS | 10.213.0.0/16 | The pool the per-job /24 networks come from (the firewall drops it from reaching the host). |
+| TIDEPOOL_POD_NETWORK | job | `job`: a Podman network per job behind the node's pod firewall; `none`: no network; `routed` (node agents only, bin/node-agent): one pod subnet per node, a job's pods meet across hosts (docs/runtime.md). |
+| TIDEPOOL_POD_SUBNETS | 10.213.0.0/16 | The pool the per-job /24 networks come from (the firewall drops it from reaching the host); `routed`: this node's own pod subnet, e.g. 10.213.7.0/24. |
+| TIDEPOOL_POD_CLUSTER_NETWORK | 10.213.0.0/16 | `routed` (node agents): the network every node's pod subnet lies in. |
 | TIDEPOOL_POD_BLOCKED_NETWORKS | (empty) | Comma-separated addresses/networks pods may not reach (the database, broker and console hosts). |
 | TIDEPOOL_PODMAN | podman | The podman binary. |
 | TIDEPOOL_POD_OCI_RUNTIME | runc | Podman's `--runtime` (crun refuses the hybrid cgroup v1 layout). |

@@ -142,7 +142,7 @@ def test_the_firewall_drops_the_pod_pool_before_the_host():
     assert "type filter hook input priority -10" in rules
     assert "ip saddr 10.213.0.0/16 counter drop" in rules
     assert "ip saddr 10.213.0.0/16 ip daddr { 192.0.2.10/32 } counter drop" in rules
-    with pytest.raises(ValueError, match="'job' or 'none'"):
+    with pytest.raises(ValueError, match="'job', 'routed' or 'none'"):
         NetworkConfig(mode="host")
 
 

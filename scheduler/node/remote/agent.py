@@ -73,6 +73,8 @@ def spec_from(data: dict[str, Any]) -> PodSpec:
     values["dirs"] = tuple(tuple(pair) for pair in values.get("dirs") or ())
     values["env_allow"] = tuple(values.get("env_allow") or ())
     values["mounts"] = tuple(values.get("mounts") or ())
+    values["peer_addresses"] = tuple(values.get("peer_addresses") or ())
+    values["routes"] = tuple(tuple(pair) for pair in values.get("routes") or ())
     return PodSpec(**values)
 
 
@@ -101,7 +103,8 @@ def build_runtime(config: AgentConfig, on_exit) -> tuple[PodSupervisor, Any, str
             oci_runtime=config.pod_oci_runtime, pull="never", uid=config.pod_uid, gid=config.pod_uid,
             pids_limit=config.pod_pids_limit, default_memory_gib=config.pod_default_memory_gib,
             network=NetworkConfig(mode=config.pod_network, subnet_pool=config.pod_subnets,
-                                  blocked_networks=config.pod_blocked_networks))
+                                  blocked_networks=config.pod_blocked_networks,
+                                  cluster_network=config.pod_cluster_network))
         puller = ImagePuller(container.podman_command(), default_image=container.default_image,
                              policy=config.pod_pull, registry=config.pod_registry,
                              authfile=config.pod_registry_auth_file)
@@ -127,6 +130,7 @@ class NodeAgent:
         self.api = api or NodeApi(config.console_url, config.node_key, ca_file=config.ca_file)
         self.owner = agent_owner()
         self.supervisor, self.images, self.runtime_label = build_runtime(config, self._exited)
+        self.routed = config.pod_runtime == "podman" and config.pod_network == "routed"
         self.node_name = ""
         self.log_server: LogServer | None = None
         self.fence: SelfFence | None = None  # made at registration, from the console's node timeout
@@ -190,6 +194,8 @@ class NodeAgent:
             "pod_runtime": self.runtime_label,
             "pod_image": self.images.default_image if self.images is not None else "",
             "log_port": self.log_server.port,
+            # A routed pod network: the console chooses this node's pods' addresses in it (node/addresses.py).
+            "pod_subnet": self.config.pod_subnets if self.routed else "",
         }
         announced = False
         while not self.stop_event.is_set():
@@ -311,6 +317,8 @@ class NodeAgent:
             if row["status"] == "Pending" and self.api.report(*key, "running", pid=here.pid):
                 return "reported_running"
             self._relay_progress(row)
+            if self.routed and row["spec"] is not None:
+                self._connect(row)
             return ""
         if self._report_known_exit(row):
             return "reported_exit"
@@ -324,6 +332,14 @@ class NodeAgent:
                             reason="the pod's process is gone without an exit status")
             return "gone"
         return ""
+
+    def _connect(self, row: dict[str, Any]) -> None:
+        """A running pod's peers and routes as the console gives them now (an elastic job's change)."""
+        try:
+            self.supervisor.connect_pod(spec_from(row["spec"]))
+        except RuntimeError as error:  # NetworkError: the next pass tries again
+            log.warning("pod %s attempt %s: its network could not be updated: %s", row["pod_id"], row["attempt"],
+                        error)
 
     def _fence(self, row: dict[str, Any]) -> None:
         key = (row["pod_id"], row["attempt"])

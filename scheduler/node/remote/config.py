@@ -46,6 +46,7 @@ class AgentConfig:
     pod_network: str = "job"
     pod_subnets: str = "10.213.0.0/16"
     pod_blocked_networks: tuple[str, ...] = ()
+    pod_cluster_network: str = "10.213.0.0/16"  # routed: every node's pod subnet lies in it
     podman: str = "podman"
     pod_oci_runtime: str = "runc"
 
@@ -124,10 +125,11 @@ def config_from_env(env: Mapping[str, str]) -> AgentConfig:
         pod_uid=uid if uid is not None else 65534,
         pod_pids_limit=_int(env, "TIDEPOOL_POD_PIDS_LIMIT", minimum=1) or 4096,
         pod_default_memory_gib=float(env.get("TIDEPOOL_POD_DEFAULT_MEMORY_GIB", "").strip() or 4),
-        pod_network=_choice(env, "TIDEPOOL_POD_NETWORK", "job", ("job", "none")),
+        pod_network=_choice(env, "TIDEPOOL_POD_NETWORK", "job", ("job", "routed", "none")),
         pod_subnets=env.get("TIDEPOOL_POD_SUBNETS", "").strip() or "10.213.0.0/16",
         pod_blocked_networks=tuple(part.strip() for part in env.get("TIDEPOOL_POD_BLOCKED_NETWORKS", "").split(",")
                                    if part.strip()),
+        pod_cluster_network=env.get("TIDEPOOL_POD_CLUSTER_NETWORK", "").strip() or "10.213.0.0/16",
         podman=env.get("TIDEPOOL_PODMAN", "").strip() or "podman",
         pod_oci_runtime=env.get("TIDEPOOL_POD_OCI_RUNTIME", "").strip() or "runc",
     )

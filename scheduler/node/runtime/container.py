@@ -40,7 +40,6 @@ import math
 import os
 import re
 import resource
-import shutil
 import subprocess
 import threading
 import time
@@ -53,9 +52,16 @@ from scheduler.node.runtime.container_procs import (
     find_container,
     global_oom_kills,
     memory_limit_bytes,
+    podman_available,
 )
 from scheduler.node.runtime.host_cgroups import limit_text
-from scheduler.node.runtime.network import JobNetworks, NetworkConfig, NetworkError, install_pod_firewall
+from scheduler.node.runtime.network import (
+    JobNetworks,
+    NetworkConfig,
+    NetworkError,
+    RoutedPods,
+    install_pod_firewall,
+)
 from scheduler.node.runtime.process import (
     SHELL_PREAMBLE,
     PodProcess,
@@ -136,17 +142,6 @@ class ContainerConfig:
 
     def podman_command(self) -> list[str]:
         return [self.podman, "--runtime", self.oci_runtime, "--cgroup-manager", self.cgroup_manager]
-
-
-def podman_available(podman: str = "podman") -> str | None:
-    """None when rootful Podman can run pods here; otherwise why not (for a skip or a log line)."""
-    if shutil.which(podman) is None:
-        return f"{podman} is not installed (apt-get install -y podman runc)"
-    if shutil.which("runc") is None and not os.path.exists("/usr/sbin/runc"):
-        return "runc is not installed (apt-get install -y runc)"
-    if os.geteuid() != 0:
-        return "the container runtime needs a root node worker (rootful Podman)"
-    return None
 
 
 def container_name(spec: PodSpec) -> str:
@@ -243,6 +238,7 @@ def podman_run_args(
     cgroup_parent: str | None = None,
     cdi: bool = False,
     master_addr: str | None = None,
+    address: str = "",
 ) -> list[str]:
     """The whole `podman run` command line of one pod (detached; the supervisor waits on it)."""
     if user.uid == 0:
@@ -269,6 +265,8 @@ def podman_run_args(
     if spec.workdir:
         args += ["--workdir", spec.workdir]
     args += ["--network", network]
+    if address:  # the routed network: the address the console chose for this pod
+        args += ["--ip", address]
     if cgroup_parent:
         args += ["--cgroup-parent", cgroup_parent]
     args += gpu_device_args(spec.gpu_indices, config.dev_root, cdi)
@@ -288,9 +286,10 @@ class ContainerSupervisor(PodSupervisor):
         super().__init__(on_exit=on_exit)
         self.config = config
         self._networks = JobNetworks(config.podman_command(), config.network)
+        self._routed = RoutedPods(config.podman_command(), config.network) if config.network.mode == "routed" else None
         self._cdi = cdi_gpu_spec_present(config.cdi_dirs)
         self._firewall_error: str | None = None
-        if config.network.mode == "job":
+        if config.network.mode in ("job", "routed"):
             try:
                 install_pod_firewall(config.network)
             except NetworkError as error:  # refuse pods rather than run them unfenced
@@ -329,6 +328,16 @@ class ContainerSupervisor(PodSupervisor):
             except NetworkError as error:
                 raise OSError(f"could not create the job's network: {error}") from None
             master = master_container_name(spec)
+        elif self._routed is not None:
+            if not spec.pod_address:
+                raise OSError("this node runs a routed pod network but the console gave the pod no address: "
+                              "register every node of the job with its own pod subnet (TIDEPOOL_POD_SUBNETS)")
+            try:
+                network = self._routed.ensure()
+                self.connect_pod(spec)
+            except NetworkError as error:
+                raise OSError(f"could not connect the pod to the node's pod network: {error}") from None
+            master = spec.master_addr
         else:
             network, master = "none", None
         cgroup_parent, cgroup_dir = None, None
@@ -340,7 +349,8 @@ class ContainerSupervisor(PodSupervisor):
         # A container of this name left by a crashed attempt of this worker would block the name.
         self._podman("rm", "--force", "--ignore", name)
         argv = podman_run_args(spec, self.config, user=user, network=network, cgroup_parent=cgroup_parent,
-                               cdi=self._cdi, master_addr=master)
+                               cdi=self._cdi, master_addr=master,
+                               address=spec.pod_address if self._routed is not None else "")
         gpus = ",".join(str(i) for i in spec.gpu_indices) or "none"
         header = (
             f"=== tidepool: pod {spec.pod_id} (job {spec.job_id}) attempt {spec.attempt}, "
@@ -359,8 +369,7 @@ class ContainerSupervisor(PodSupervisor):
                 log_file.write("\n".join(message) + "\n")
             self._podman("rm", "--force", "--ignore", name)
             self._remove_cgroups(name)
-            if network != "none":
-                self._networks.release(network)
+            self._release_network(spec, network)
             raise OSError(f"podman run failed: {reason}")
         pid = self._container_pid(name)
         log.info("pod %s attempt %s started as container %s (pid %s)", spec.pod_id, spec.attempt, name, pid)
@@ -368,6 +377,18 @@ class ContainerSupervisor(PodSupervisor):
                               oom_kills)
 
     _find = find_container  # a container left by the previous worker, by its labels (container_procs.py)
+
+    def connect_pod(self, spec: PodSpec) -> None:
+        """Routed network: the routes and firewall pairs `spec` gives now (start, adoption, every pass:
+        an elastic job's peers change). Raises NetworkError. Nothing to do in the other modes."""
+        if self._routed is not None and spec.pod_address:
+            self._routed.connect((spec.pod_id, spec.attempt), spec.pod_address, spec.peer_addresses, spec.routes)
+
+    def _release_network(self, spec: PodSpec, network: str) -> None:
+        if self._routed is not None:
+            self._routed.disconnect((spec.pod_id, spec.attempt))  # the node's network itself stays
+        elif network not in ("none", ""):
+            self._networks.release(network)
 
     def _container_pid(self, name: str) -> int:
         result = self._podman("inspect", "--format", "{{.State.Pid}}", name)
@@ -424,8 +445,7 @@ class ContainerSupervisor(PodSupervisor):
             log.warning("podman rm %s: %s", proc.name, removed.stderr.strip())
         oom = bool(state.get("OOMKilled")) or self._hit_memory_limit(proc)
         self._remove_cgroups(proc.name)
-        if proc.network not in ("none", ""):
-            self._networks.release(proc.network)
+        self._release_network(proc.spec, proc.network)
         written = read_exit_file(proc.spec.exit_path) if proc.spec.exit_path else None
         if written is None and exit_code == 137:
             exit_code = -9  # the pod's shell itself was SIGKILLed (end of the grace period): as on a host

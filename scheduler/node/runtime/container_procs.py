@@ -6,12 +6,14 @@ free of Podman): `find_container` is `ContainerSupervisor._find`, used by `adopt
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import time
 from typing import TYPE_CHECKING
 
 from scheduler.node.runtime.adoption import process_start_time
-from scheduler.node.runtime.network import NETWORK_PREFIX
+from scheduler.node.runtime.network import NETWORK_PREFIX, node_network_name
 from scheduler.node.runtime.process import PodProcess, PodSpec
 
 if TYPE_CHECKING:
@@ -34,6 +36,9 @@ def global_oom_kills() -> int:
     except (OSError, ValueError):
         pass
     return 0
+
+
+log = logging.getLogger(__name__)
 
 
 class ContainerProcess(PodProcess):
@@ -60,8 +65,25 @@ def find_container(supervisor: ContainerSupervisor, spec: PodSpec) -> ContainerP
     network = "none"
     if supervisor.config.network.mode == "job":
         network = NETWORK_PREFIX + (spec.job_uid or f"job{spec.job_id}")
+    elif supervisor.config.network.mode == "routed":
+        network = node_network_name(supervisor.config.network.subnet_pool)
+        try:  # its pairs and routes, lost with the previous agent's firewall
+            supervisor.connect_pod(spec)
+        except RuntimeError as error:  # NetworkError: the agent's next pass tries again
+            log.warning("container %s: its network could not be restored: %s", name, error)
     memory_root = supervisor._memory_cgroup_v1()
     cgroup_dir = None if memory_root is None else os.path.join(memory_root, supervisor.config.cgroup_parent, name)
     pid = int(state.get("Pid") or 0)
     return ContainerProcess(spec, name, pid, process_start_time(pid) if pid else time.time(), network,
                           cgroup_dir, memory_limit_bytes(spec, supervisor.config), global_oom_kills())
+
+
+def podman_available(podman: str = "podman") -> str | None:
+    """None when rootful Podman can run pods here; otherwise why not (for a skip or a log line)."""
+    if shutil.which(podman) is None:
+        return f"{podman} is not installed (apt-get install -y podman runc)"
+    if shutil.which("runc") is None and not os.path.exists("/usr/sbin/runc"):
+        return "runc is not installed (apt-get install -y runc)"
+    if os.geteuid() != 0:
+        return "the container runtime needs a root node worker (rootful Podman)"
+    return None
