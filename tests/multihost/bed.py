@@ -12,6 +12,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tests.waiting import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -32,6 +34,22 @@ def bed_unavailable() -> str | None:
     if shutil.which("cc") is None:
         return "the bed's host with a clock 5 minutes off needs a C compiler (apt-get install -y gcc)"
     return None
+
+
+def bed_environment(base: Path, database: str, node_timeout_s: int) -> dict[str, str]:
+    """bin/testbed's environment for a test: its own directory and database, failures timed in seconds."""
+    return {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "TIDEPOOL_TESTBED_DIR": str(base),
+            "TIDEPOOL_TESTBED_DB": database, "TIDEPOOL_NODE_TIMEOUT": str(node_timeout_s),
+            "TIDEPOOL_HEARTBEAT_SECONDS": "1", "TIDEPOOL_LEASE_SECONDS": "3", "TIDEPOOL_SCHEDULER_INTERVAL": "0.5",
+            "TIDEPOOL_RECONCILE_SECONDS": "0.5", "TIDEPOOL_GRACE_SECONDS": "3", "TIDEPOOL_RESTART_BACKOFF_BASE": "1"}
+
+
+def started_bed(base: Path, env: dict[str, str], hosts: int, *up_args: str) -> Bed:
+    """`bin/testbed up` with `hosts` hosts, once every agent has registered its node."""
+    made = Bed(base, env)
+    made.testbed("up", "--hosts", str(hosts), *up_args, timeout=400)
+    wait_for(lambda: len(made.nodes()) == hosts, 90, "every host's agent to register its node", step=0.5)
+    return made
 
 
 class Bed:
@@ -86,6 +104,15 @@ class Bed:
 
     def agent_log(self, host: str) -> str:
         return (self.base / "logs" / f"agent-{host}.log").read_text(errors="replace")
+
+
+def running_pods(bed: Bed, job_id: int) -> list[dict[str, Any]]:
+    """The pods of the job's current attempt by rank, once the job and every one of them run; else []."""
+    job = bed.job(job_id)
+    pods = [pod for pod in job["pods"] if pod["attempt"] == job["attempt"]]
+    if job["status"] == "Running" and pods and all(pod["status"] == "Running" for pod in pods):
+        return sorted(pods, key=lambda pod: pod["rank"])
+    return []
 
 
 def host_pids(host: str) -> list[int]:

@@ -26,7 +26,17 @@ from datetime import datetime
 
 import pytest
 
-from tests.multihost.bed import ROOT, Bed, bed_unavailable, environ, host_pids, pod_processes
+from tests.multihost.bed import (
+    ROOT,
+    Bed,
+    bed_environment,
+    bed_unavailable,
+    environ,
+    host_pids,
+    pod_processes,
+    running_pods,
+    started_bed,
+)
 from tests.waiting import wait_for
 
 HOSTS = 5
@@ -40,17 +50,11 @@ pytestmark = pytest.mark.skipif(UNAVAILABLE is not None, reason=str(UNAVAILABLE)
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
     base = tmp_path_factory.mktemp("testbed")
-    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"), "TIDEPOOL_TESTBED_DIR": str(base),
-           "TIDEPOOL_TESTBED_DB": "tidepool_testbed_pytest", "TIDEPOOL_NODE_TIMEOUT": str(NODE_TIMEOUT_S),
-           "TIDEPOOL_HEARTBEAT_SECONDS": "1", "TIDEPOOL_LEASE_SECONDS": "3", "TIDEPOOL_SCHEDULER_INTERVAL": "0.5",
-           "TIDEPOOL_RECONCILE_SECONDS": "0.5", "TIDEPOOL_GRACE_SECONDS": "3", "TIDEPOOL_RESTART_BACKOFF_BASE": "1"}
-    made = Bed(base, env)
+    env = bed_environment(base, "tidepool_testbed_pytest", NODE_TIMEOUT_S)
     try:
-        made.testbed("up", "--hosts", str(HOSTS), "--clock", "host-5=+5m", timeout=400)
-        wait_for(lambda: len(made.nodes()) == HOSTS, 90, "every host's agent to register its node", step=0.5)
-        yield made
+        yield started_bed(base, env, HOSTS, "--clock", "host-5=+5m")
     finally:
-        made.testbed("down", timeout=180)
+        Bed(base, env).testbed("down", timeout=180)
         for host in [f"host-{k}" for k in range(1, HOSTS + 1)]:
             assert not os.path.exists(f"/run/netns/tp-{host}"), f"namespace tp-{host} left behind"
 
@@ -61,14 +65,6 @@ def submit(bed: Bed, name: str, command: str, *, pods: int = 1, gpus: int = 4, e
             "roles": [{"name": "worker", "pod_count": pods, "gpus": gpus, "cpu": 1, "memory_gib": 1,
                        **({"gpu_type": "A100"} if gpus else {"cpu_only": True})}]}
     return bed.api("admin", "POST", "jobs/", body)["id"]
-
-
-def running_pods(bed: Bed, job_id: int) -> list[dict]:
-    job = bed.job(job_id)
-    pods = [pod for pod in job["pods"] if pod["attempt"] == job["attempt"]]
-    if job["status"] == "Running" and pods and all(pod["status"] == "Running" for pod in pods):
-        return sorted(pods, key=lambda pod: pod["rank"])
-    return []
 
 
 def test_the_bed_each_host_its_address_and_key_only_and_a_clock_5_minutes_off(bed: Bed) -> None:
