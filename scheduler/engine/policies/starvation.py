@@ -29,6 +29,7 @@ own planned end (`now` + its time limit) is no later than that start may be plac
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -81,14 +82,15 @@ def drain_sets(state: CycleState) -> tuple[dict[str, tuple[str, ...]], dict[str,
     if now is None or all(p.starvation_s <= 0 for p in policies):
         return starving, avoid
     drained: set[NodeState] = set()
-    # Schedulable nodes in no drain set yet, in drain-set order (free GPUs do not change in this step).
-    undrained = sorted((n for n in state.capacity.nodes.values() if n.schedulable), key=lambda n: (-n.free_g, n.name))
+    # §2d backfill: each drain set so far with its starving job's planned start (None: unknown)
+    backfill = _Backfill(state)
+    # Schedulable nodes in no drain set yet, in drain-set order (`_Backfill.drain_order`), sorted at the
+    # first starving job: most cycles have none.
+    undrained: list[NodeState] | None = None
     # Gangs (pool, model, pod sizes) that found no prefix: the undrained nodes only shrink, so neither
     # will any later job of the same gang shape in this cycle.
     no_prefix: set[tuple] = set()
     kept: frozenset[NodeState] = frozenset()
-    # §2d backfill: each drain set so far with its starving job's planned start (None: unknown)
-    backfill = _Backfill(state)
     held_quotas: set[str] = set()  # starvation_hold: quotas with a holder already
     # inq counts nominated jobs (DESIGN §2): charged while deciding who fits in quota, then taken back
     nominated = [(d, _nominated_model(state, d)) for d in state.queue if d.job.phase == NOMINATED and d.pool]
@@ -116,6 +118,8 @@ def drain_sets(state: CycleState) -> tuple[dict[str, tuple[str, ...]], dict[str,
             holds[job.name] = hold
             held_quotas.add(job.quota)
         gang = (demand.pool, demand.model, tuple(size[1:] for size in demand.order))
+        if undrained is None:
+            undrained = backfill.drain_order()
         prefix = [] if gang in no_prefix else _shortest_prefix(demand, [
             n for n in undrained if n.pool == demand.pool and (demand.model is None or n.model == demand.model)])
         if prefix:
@@ -166,6 +170,25 @@ class _Backfill:
                 for node in set(job.nodes):
                     self.ends.setdefault(node, []).append(end)
         return self.ends
+
+    def free_at(self, node: NodeState) -> float:
+        """When the node is empty by planned ends: the latest planned end of the running and nominated jobs
+        with a pod on it (`now` if none, or if all are past their end); infinity if one has no limit."""
+        now = self.state.now or 0.0
+        ends = self._ends().get(node.name, ())
+        if any(end is None for end in ends):
+            return math.inf
+        return max([now, *ends])  # type: ignore[type-var]
+
+    def drain_order(self) -> list[NodeState]:
+        """The schedulable nodes in the order drain sets take them: the earliest empty by planned ends first
+        (Slurm's reservation: a gang's planned start is then the earliest its nodes can all be free), then
+        the most free GPUs, then the name; nodes holding a job without a limit last, by free GPUs and name,
+        which without limits is §2b's order. Ordered by free GPUs alone, a drain set took nodes that run
+        jobs for weeks, so its planned start was weeks away, every job with a limit backfilled onto it, and
+        the set moved from cycle to cycle to whichever nodes were freest (docs/scheduling.md)."""
+        nodes = [n for n in self.state.capacity.nodes.values() if n.schedulable]
+        return sorted(nodes, key=lambda n: (self.free_at(n), -n.free_g, n.name))
 
     def add(self, job: str, drain: Sequence[NodeState]) -> None:
         now = self.state.now or 0.0
