@@ -28,13 +28,17 @@ if TYPE_CHECKING:
 def in_quota_pass(state: CycleState, waiting: list[Demand]) -> None:
     scope_of = state.policies.in_quota_scope
     hold = state.policies.hold
+    lend_holds = state.policies.lend_holds
     why = state.why
     for demand in waiting:
         if demand.job.idle == IDLE_ONLY:
             why[demand.job.name] = None  # still to be decided by the idle pass
             continue
         scope = scope_of(state, demand) if scope_of is not None else None
+        hold_again = lend_holds(state, demand) if lend_holds is not None else None
         reason = admit_in_quota(state, demand, scope)
+        if hold_again is not None:
+            hold_again()
         if scope is not None and scope.demoted:
             scope.settle(admitted=reason is None)
         if reason is not None:

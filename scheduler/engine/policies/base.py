@@ -14,6 +14,8 @@ Hooks, in the order a cycle reaches them:
   demotions, more candidates) (preempt_within);
 - `victim_chosen(state, victim)`: a victim was taken;
 - `why_no_room(state, demand, models)`: a better reason than "no room" (minimum runtime);
+- `lend_holds(state, demand)`: before the in-quota pass tries a job: what is held for others that it may use
+  meanwhile, given back by the callable it returns (§2d backfill on starvation_hold's holds);
 - `hold(state, demand)`: the in-quota pass left the job pending; `release_hold(state, demand)`: the idle
   pass admitted it (starvation_hold);
 - `idle_order(state, demands)`: the idle pass's order (fair idle share);
@@ -69,6 +71,9 @@ class CyclePolicy:
     def why_no_room(self, state: CycleState, demand: Demand, models: list[str | None]) -> Reason | None:
         return None
 
+    def lend_holds(self, state: CycleState, demand: Demand) -> Callable[[], None] | None:
+        return None
+
     def hold(self, state: CycleState, demand: Demand) -> None:
         return None
 
@@ -106,7 +111,7 @@ class PolicySet:
         self.policies = tuple(policies)
         hooks = {name: _overriding(self.policies, name) for name in (
             "before_cycle", "protected_until", "running_in_quota", "in_quota_scope", "victim_chosen", "why_no_room",
-            "hold", "release_hold", "idle_order", "grow", "end_of_cycle", "explain", "plan")}
+            "lend_holds", "hold", "release_hold", "idle_order", "grow", "end_of_cycle", "explain", "plan")}
         self._cycle_hooks = {name: hooks[name] for name in ("before_cycle", "grow", "end_of_cycle", "plan")}
         self.protected_until: Callable[[CycleState, Victim], float | None] | None = _latest(hooks["protected_until"])
         self.running_in_quota: Callable[[CycleState, Victim], None] | None = _every(hooks["running_in_quota"])
@@ -115,6 +120,8 @@ class PolicySet:
         self.victim_chosen: Callable[[CycleState, Victim], None] | None = _every(hooks["victim_chosen"])
         self.why_no_room: Callable[[CycleState, Demand, list[str | None]], Reason | None] | None = _first(
             hooks["why_no_room"])
+        self.lend_holds: Callable[[CycleState, Demand], Callable[[], None] | None] | None = _first(
+            hooks["lend_holds"])
         self.hold: Callable[[CycleState, Demand], None] | None = _every(hooks["hold"])
         self.release_hold: Callable[[CycleState, Demand], None] | None = _every(hooks["release_hold"])
         self.idle_order: Callable[[CycleState, list[Demand]], Iterable[Demand]] | None = _in_turn(

@@ -30,13 +30,13 @@ own planned end (`now` + its time limit) is no later than that start may be plac
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..capacity import NodeState
 from ..placement import equal_pods_held, scan_place
 from ..reasons import NeverFits, Reason, Refused, Starving
-from ..resources import Resources
+from ..resources import Resources, vector
 from ..time_limits import planned_end, time_limit
 from ..types import IDLE_OFF, IDLE_ONLY, NOMINATED, RUNNING, Job
 from .base import CyclePolicy
@@ -50,8 +50,35 @@ Hold = tuple[str, Resources]  # starvation_hold: (quota, request) a starving job
 
 
 class StarvationGuard(CyclePolicy):
+    def __init__(self) -> None:
+        self.hold_starts: dict[str, float | None] = {}  # starvation_hold: holder -> its planned start (§2d)
+
     def before_cycle(self, state: CycleState) -> None:
-        state.drain_sets, state.keep_off = drain_sets(state)
+        state.drain_sets, state.keep_off = drain_sets(state, self.hold_starts)
+
+    def lend_holds(self, state: CycleState, demand: Demand) -> Callable[[], None] | None:
+        """§2d backfill on the quota hold: a job whose planned end (`now` + its limit) is no later than a
+        holder's planned start may use what is held for that holder (it is back before the holder can
+        start); returns how to hold it again once the in-quota pass has tried the job."""
+        quotas = state.quotas
+        if not quotas.holding:
+            return None
+        job = demand.job
+        limit = time_limit(job, state.snapshot.policy_of(demand.pool or ""))
+        if limit is None:
+            return None
+        end = (state.now or 0.0) + limit
+        lent = [holder for holder in quotas.holding if holder != job.name
+                and (start := self.hold_starts.get(holder)) is not None and end <= start]
+        if not lent:
+            return None
+        for holder in lent:
+            quotas.unhold_for(holder)
+
+        def hold_again() -> None:
+            for holder in lent:
+                quotas.hold_for(holder)
+        return hold_again
 
     def hold(self, state: CycleState, demand: Demand) -> None:
         state.quotas.hold_for(demand.job.name)  # a holder still pending after the in-quota pass
@@ -69,10 +96,12 @@ class StarvationGuard(CyclePolicy):
         return Starving(reason, nodes)
 
 
-def drain_sets(state: CycleState) -> tuple[dict[str, tuple[str, ...]], dict[str, frozenset[NodeState]]]:
+def drain_sets(state: CycleState, hold_starts: dict[str, float | None] | None = None,
+               ) -> tuple[dict[str, tuple[str, ...]], dict[str, frozenset[NodeState]]]:
     """(starving job -> its drain set's node names, job -> the nodes it must not use); under
-    starvation_hold the quotas' holders go to `state.quotas.holders`. When some job must keep off
-    nodes or a quota is held, the failure memos are switched off."""
+    starvation_hold the quotas' holders go to `state.quotas.holders` and their planned starts (§2d: the
+    later of their drain set's and their quota's) to `hold_starts`. When some job must keep off nodes or
+    a quota is held, the failure memos are switched off."""
     snapshot = state.snapshot
     now = snapshot.now
     starving: dict[str, tuple[str, ...]] = {}
@@ -122,15 +151,20 @@ def drain_sets(state: CycleState) -> tuple[dict[str, tuple[str, ...]], dict[str,
             undrained = backfill.drain_order()
         prefix = [] if gang in no_prefix else _shortest_prefix(demand, [
             n for n in undrained if n.pool == demand.pool and (demand.model is None or n.model == demand.model)])
+        # A holder cannot start before its quota has room either: its drain set's planned start is the
+        # later of the two, so jobs that end before it may use the drain set and the held guarantee.
+        quota_start = _quota_free_at(state, hold) if hold is not None else None
         if prefix:
             starving[job.name] = tuple(n.name for n in prefix)
             drained.update(prefix)
             kept = frozenset(drained)
-            backfill.add(job.name, prefix)
+            backfill.add(job.name, prefix, not_before=quota_start if hold is not None else now)
             undrained = [n for n in undrained if n not in drained]
         else:
             no_prefix.add(gang)
             starving[job.name] = ()
+        if hold is not None and hold_starts is not None:
+            hold_starts[job.name] = backfill.starts.get(job.name)  # None without a drain set: unknown
     for demand, model in nominated:
         state.quotas.release(demand.job.quota, demand.request(model))
         state.quotas.demote(demand.job.quota, demand.request(model))
@@ -190,10 +224,12 @@ class _Backfill:
         nodes = [n for n in self.state.capacity.nodes.values() if n.schedulable]
         return sorted(nodes, key=lambda n: (self.free_at(n), -n.free_g, n.name))
 
-    def add(self, job: str, drain: Sequence[NodeState]) -> None:
+    def add(self, job: str, drain: Sequence[NodeState], not_before: float | None = None) -> None:
+        """`not_before`: the earliest the job could start for another reason (its quota; None: unknown)."""
         now = self.state.now or 0.0
         ends = [end for node in drain for end in self._ends().get(node.name, ())]
-        start = None if any(end is None for end in ends) else max([now, *ends])  # type: ignore[type-var]
+        known = not_before is not None and all(end is not None for end in ends)
+        start = max([now, not_before, *ends]) if known else None  # type: ignore[type-var]
         self.starts[job] = start
         self.sets.append((frozenset(drain), start))
 
@@ -226,6 +262,65 @@ def _hold(state: CycleState, demand: Demand) -> Hold | None:
         if state.quotas.could_fit(quota, request) and state.quotas.max_shortfall(quota, request) is None:
             return quota, request
     return None
+
+
+def _quota_free_at(state: CycleState, hold: Hold) -> float | None:
+    """When the holder's quota and every ancestor have room for its request by the planned ends of the In
+    Quota jobs (running and nominated) that hold their guarantee: `now` if they have it now, None
+    (unknown) if that needs a job without a limit. Called with nominated jobs charged (`drain_sets`)."""
+    name, request = hold
+    quotas = state.quotas
+    now = state.now or 0.0
+    start = now
+    frees: list[tuple[float, tuple, Resources]] | None = None
+    for qnode in quotas.get(name).chain:  # type: ignore[union-attr]  # a holder's quota exists
+        short = {key: need - qnode.room.get(key, 0) for key, need in request.items() if need > qnode.room.get(key, 0)}
+        if not short:
+            continue
+        if frees is None:
+            frees = sorted(_in_quota_ends(state), key=lambda f: f[0])
+        for end, chain, held in frees:
+            if qnode not in chain:
+                continue
+            for key in list(short):
+                short[key] -= held.get(key, 0)
+                if short[key] <= 0:
+                    del short[key]
+            if not short:
+                if end == math.inf:
+                    return None
+                start = max(start, end)
+                break
+        if short:
+            return None
+    return start
+
+
+def _in_quota_ends(state: CycleState) -> list[tuple[float, tuple, Resources]]:
+    """(planned end, quota chain, guarantee held) of each In Quota running job and nominated job;
+    infinity for one without a limit, `now` + its limit for a nominated one (it starts about now)."""
+    snapshot = state.snapshot
+    quotas = state.quotas
+    now = state.now or 0.0
+    ends: list[tuple[float, tuple, Resources]] = []
+    for job in snapshot.jobs:
+        if not ((job.phase == RUNNING and job.in_quota) or job.phase == NOMINATED):
+            continue
+        qnode = quotas.get(job.quota)
+        if qnode is None:
+            continue
+        policy = snapshot.policy_of(qnode.pool)
+        if job.phase == RUNNING:
+            end = planned_end(job, policy)
+        else:
+            limit = time_limit(job, policy)
+            end = now + limit if limit is not None else None
+        base = job.pods[:job.base_count]  # extra pods of an elastic job are never In Quota (§2c)
+        model = next((node.model for pod, name in zip(base, job.nodes, strict=False) if pod.gpus
+                      and (node := state.capacity.nodes.get(name)) is not None), None)
+        held = vector(sum(p.gpus for p in base), model, sum(p.cpu_m for p in base), sum(p.memory_mib for p in base))
+        ends.append((math.inf if end is None else end, qnode.chain, held))
+    return ends
 
 
 def _nominated_model(state: CycleState, demand: Demand) -> str | None:
