@@ -4,9 +4,10 @@ At the start of the cycle, on the snapshot's free capacity, a pending job (not n
 (`now` − queue time) exceeds its pool's `starvation_s` and whose only obstacle is capacity (`off`: it
 fits in quota; `acceptable`, `only`: its `max` allows it) is starving. Taking starving jobs in pending
 order, each gets a drain set: among the schedulable nodes of its pool that have its GPU model (any, if
-its pods name none) and are in no earlier drain set, sorted by free GPUs (most first) then name, the
-shortest prefix on which best fit would place its whole gang if those nodes were empty (none if no
-prefix does). For the whole cycle, jobs after a starving job in pending order are placed off its drain
+its pods name none) and are in no earlier drain set, in the drain order, the shortest prefix on which
+best fit would place its whole gang if those nodes were empty (none if no prefix does). The drain order
+(docs/scheduling.md, refining §2b's "free GPUs, most first, then name"): earliest empty by planned ends
+first (§2d), then free GPUs, then name; nodes holding a job without a time limit last. For the whole cycle, jobs after a starving job in pending order are placed off its drain
 set and take only victims with a pod on a node they may use: the guard writes `CycleState.drain_sets`
 and `CycleState.keep_off`, which placement (`placement.place_job`) and victim selection honour;
 nominated jobs ignore drain sets. The failure memos are switched off when drain sets exist:
@@ -25,6 +26,9 @@ Backfill (DESIGN §2d, `_Backfill`): each starving job's planned start is fixed 
 latest planned end of the jobs running on it; unknown if one has no time limit), and a later job whose
 own planned end (`now` + its time limit) is no later than that start may be placed on the drain set
 (and take victims there); without a limit of its own, or behind an unknown start, it keeps off it.
+Under starvation_hold a holder's planned start is the later of its drain set's and its quota's (when
+the In Quota jobs it needs gone reach their planned ends, `_quota_free_at`), and a later job that ends
+by then may also use the guarantee held for it (`lend_holds`).
 """
 
 from __future__ import annotations
