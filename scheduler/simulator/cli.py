@@ -22,6 +22,7 @@ from .clusters import (
     load_openb_nodes,
     load_philly_vcs,
     openb_cluster,
+    openb_pods_cluster,
     philly_cluster,
     scale_cluster,
 )
@@ -36,6 +37,7 @@ from .replay import replay
 from .report import FIGURE_ROWS, write_report
 from .traces import (
     OPENB_NODES,
+    OPENB_PODS,
     PHILLY_JOBS,
     PHILLY_VCS,
     SHARED_TRACES,
@@ -44,11 +46,14 @@ from .traces import (
     TraceError,
     TraceJob,
     load_jobs_csv,
+    load_openb_pods,
     load_philly_jobs,
+    read_openb_pods,
     with_high_priority,
 )
 
 DEFAULT_REPORT = "build/simulation-report.html"
+OPENB_TRACE = "openb"
 SWEEP_SCALES = (0.25, 0.2, 0.15)
 
 Write = Callable[[str], None]
@@ -61,7 +66,8 @@ class SimulationError(Exception):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trace", default="philly",
-        help="`philly` (../shared/traces/philly_pollux.csv) or a jobs CSV "
+        help="`philly` (../shared/traces/philly_pollux.csv), `openb` (Alibaba's 2023 GPU pods, kept in "
+        "scheduler/simulator/data/, on the openb GPU nodes with one quota per QoS class) or a jobs CSV "
         "(name,quota,submit_s,duration_s,gpus[,gpu_type,priority,idle,cpu,memory_gib]; see docs/simulator.md)",
     )
     parser.add_argument("--cluster", help="cluster YAML (nodes and quotas); required with a jobs CSV")
@@ -159,6 +165,11 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
     settings = settings_text(options, policies)
     sweep: list[Scaled] = []
     notes: set[str] = set()
+    if options["trace"] == OPENB_TRACE:
+        # What the loader left out or changed (docs/simulator.md, *openb pods*), said before any figure.
+        note = read_openb_pods(OPENB_PODS).note()
+        write(note)
+        notes.add(note)
     for scale in scales:
         cluster = load_cluster(options, scale)
         write(f"{cluster.description}: {len(jobs):,} jobs, {cluster.total_gpus:,} GPUs; {settings}")
@@ -194,7 +205,8 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
     write(f"report: {report}")
     closing: dict[str, Any] = {
         "trace": trace_name,
-        "inventory": options.get("inventory", "philly") if not options.get("cluster") else options["cluster"],
+        "inventory": options["cluster"] if options.get("cluster") else (
+            OPENB_TRACE if options["trace"] == OPENB_TRACE else options.get("inventory", "philly")),
         "window": options.get("window"),
         "jobs": len(jobs),
         "report": str(report),
@@ -369,6 +381,8 @@ def load_jobs(options: Mapping[str, Any]) -> tuple[list[TraceJob], str]:
     try:
         if trace == "philly":
             jobs, name = load_philly_jobs(_need(traces / PHILLY_JOBS), limit=limit, window=window), "philly"
+        elif trace == OPENB_TRACE:
+            jobs, name = load_openb_pods(_need(OPENB_PODS), limit=limit, window=window), OPENB_TRACE
         else:
             jobs, name = load_jobs_csv(_need(Path(trace)), limit=limit, window=window), Path(trace).name
     except TraceError as exc:
@@ -382,6 +396,10 @@ def load_cluster(options: Mapping[str, Any], scale: float) -> Cluster:
     try:
         if options.get("cluster"):
             return scale_cluster(load_cluster_yaml(_need(Path(options["cluster"]))), scale)
+        if options["trace"] == OPENB_TRACE:
+            # The quotas are shared by the whole file's demand, so a window or --limit replays the same cluster.
+            pods = read_openb_pods(_need(OPENB_PODS)).jobs
+            return openb_pods_cluster(load_openb_nodes(_need(traces / OPENB_NODES)), pods, scale)
         if options["trace"] != "philly":
             raise SimulationError("a jobs CSV needs --cluster FILE (nodes and quotas)")
         vcs = load_philly_vcs(_need(traces / PHILLY_VCS))

@@ -1,4 +1,5 @@
-"""Clusters for the simulator: Philly's virtual clusters, the openb inventory, a user's cluster YAML.
+"""Clusters for the simulator: Philly's virtual clusters, the openb inventory (shared by Philly's VCs or by
+the openb pods' QoS classes), a user's cluster YAML.
 
 A `Cluster` (traces.py) is a node inventory and the quota tree that divides it, as engine types.
 Node names follow the file order, so two loads give identical replays. `--scale` shrinks a
@@ -19,7 +20,7 @@ import yaml
 from scheduler.engine.types import CPU, MEMORY, Node, Quota, gpu_key
 from scheduler.engine_tools import scenario
 
-from .traces import Cluster, TraceError, require_columns
+from .traces import Cluster, TraceError, TraceJob, require_columns
 
 # Philly's published VC sizes are in nodes; the Helios simulator assumes 8 GPUs per node. The
 # trace does not say which model each job used, so the replay uses one model throughout.
@@ -126,21 +127,81 @@ def shared_quotas(nodes: Sequence[Node], weights: Mapping[str, int], root: str) 
     for node in nodes:
         if node.schedulable:
             capacity[gpu_key(node.gpu_type)] = capacity.get(gpu_key(node.gpu_type), 0) + node.gpus
-    total_weight = sum(weights.values())
     shares: dict[str, dict[str, int]] = {team: {} for team in weights}
     for key, amount in capacity.items():
-        exact = {team: amount * w / total_weight for team, w in weights.items()}
-        floors = {team: math.floor(v) for team, v in exact.items()}
-        left = amount - sum(floors.values())
-        order = sorted(weights, key=lambda t: (-(exact[t] - floors[t]), list(weights).index(t)))
-        for team in order[:left]:
-            floors[team] += 1
-        for team, share in floors.items():
+        for team, share in largest_remainder(amount, weights).items():
             if share:
                 shares[team][key] = share
     quotas = [Quota(name=root, parent=None, min=dict(capacity))]
     quotas += [Quota(name=team, parent=root, min=shares[team]) for team in weights]
     return tuple(quotas)
+
+
+def largest_remainder(amount: int, weights: Mapping[str, float]) -> dict[str, int]:
+    """`amount` whole units split in proportion to `weights` (floors, then one unit each to the largest
+    remainders; ties: the weights' order), so the parts add up exactly to `amount`."""
+    total_weight = sum(weights.values())
+    if total_weight <= 0:
+        return {team: 0 for team in weights}
+    exact = {team: amount * w / total_weight for team, w in weights.items()}
+    floors = {team: math.floor(v) for team, v in exact.items()}
+    left = amount - sum(floors.values())
+    order = sorted(weights, key=lambda t: (-(exact[t] - floors[t]), list(weights).index(t)))
+    for team in order[:left]:
+        floors[team] += 1
+    return floors
+
+
+# --- openb pods on the openb inventory ----------------------------------------------------------
+
+OPENB_ROOT = "openb"
+GPU_DEMAND = "gpus"  # the key of a team's GPU demand in `demand_weights` (any model)
+
+
+def demand_weights(jobs: Sequence[TraceJob]) -> dict[str, dict[str, float]]:
+    """Per team: its GPU-seconds (`GPU_DEMAND`), millicore-seconds (`CPU`) and MiB-seconds (`MEMORY`) over
+    the jobs' run times: what it used of each resource, the share of it its quota is given."""
+    demand: dict[str, dict[str, float]] = {}
+    for job in jobs:
+        team = demand.setdefault(job.quota, {GPU_DEMAND: 0.0, CPU: 0.0, MEMORY: 0.0})
+        team[GPU_DEMAND] += job.gpus * job.duration_s
+        team[CPU] += job.cpu_m * job.duration_s
+        team[MEMORY] += job.memory_mib * job.duration_s
+    return dict(sorted(demand.items()))
+
+
+def demand_shared_quotas(nodes: Sequence[Node], jobs: Sequence[TraceJob], root: str = OPENB_ROOT) -> tuple[Quota, ...]:
+    """A root quota over all `nodes` (GPUs of every model, CPU, memory) and one child per team of `jobs`,
+    each resource split by the teams' share of its demand (`demand_weights`, `largest_remainder`): every
+    GPU model by GPU-seconds (the jobs name no model), CPU by millicore-seconds, memory by MiB-seconds.
+
+    The pods ask CPU and memory, and a resource a quota's `min` leaves out counts as 0 (DESIGN §2), so
+    the guarantees must state them too; sharing each by its own demand keeps a class that asks much CPU
+    per GPU able to fit its jobs in quota.
+    """
+    weights = demand_weights(jobs)
+    capacity = Cluster(nodes=tuple(nodes), quotas=()).capacity()
+    shares: dict[str, dict[str, int]] = {team: {} for team in weights}
+    for key, amount in capacity.items():
+        demand = GPU_DEMAND if key not in (CPU, MEMORY) else key
+        for team, share in largest_remainder(amount, {t: w[demand] for t, w in weights.items()}).items():
+            if share:
+                shares[team][key] = share
+    quotas = [Quota(name=root, parent=None, min=dict(capacity))]
+    quotas += [Quota(name=team, parent=root, min=shares[team]) for team in weights]
+    return tuple(quotas)
+
+
+def openb_pods_cluster(nodes: Sequence[Node], jobs: Sequence[TraceJob], scale: float = 1.0) -> Cluster:
+    """The openb inventory with one quota per QoS class of the pods (`demand_shared_quotas`), then scaled like
+    a cluster file (`scale_cluster`: each class keeps at least its scaled share of every resource)."""
+    quotas = demand_shared_quotas(nodes, jobs)
+    full = Cluster(nodes=tuple(nodes), quotas=quotas, source="openb")
+    scaled = scale_cluster(full, scale)
+    classes = f"shared by {len(quotas) - 1} QoS classes"
+    if scale == 1:
+        return replace(scaled, description=f"openb: {len(nodes)} nodes, {scaled.total_gpus} GPUs {classes}")
+    return replace(scaled, description=scaled.description.replace(" GPUs (", f" GPUs {classes} (", 1))
 
 
 def openb_cluster(nodes: Sequence[Node], vc_nodes: Mapping[str, int], scale: float = 1.0) -> Cluster:

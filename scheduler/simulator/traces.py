@@ -2,8 +2,9 @@
 
 A replay needs two things: the jobs (`TraceJob`, one per submission) and the cluster they meet
 (`Cluster`: node inventory and quota tree, as engine types; built in clusters.py). Loaders here
-read the Philly trace (`philly_pollux.csv`) and a user's jobs CSV (format in docs/simulator.md),
-either of them cut to a time window.
+read the Philly trace (`philly_pollux.csv`), Alibaba's openb pod trace (`openb_pod_list_default.csv`,
+kept in the project's data folder) and a user's jobs CSV (format in docs/simulator.md), any of them
+cut to a time window.
 
 Everything is deterministic: rows are sorted by submission time with the file order breaking
 ties, so two loads give identical replays.
@@ -15,7 +16,7 @@ import csv
 import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -27,6 +28,9 @@ SHARED_TRACES = TRACES_DIR
 PHILLY_JOBS = "philly_pollux.csv"
 PHILLY_VCS = "philly_vc.csv"
 OPENB_NODES = "openb_gpu_node.csv"
+# The openb pods are not in shared/traces: the project keeps its own copy (data/README.md says whence).
+DATA_DIR = Path(__file__).resolve().parent / "data"
+OPENB_PODS = DATA_DIR / "openb_pod_list_default.csv"
 
 # A window bound: seconds from the trace's first submission, or (Philly) a date and time.
 Bound = float | datetime
@@ -174,6 +178,108 @@ def load_philly_jobs(
         for index, (submitted, _line, duration, gpus, vc) in enumerate(rows)
     ]
     start, end = (_seconds(bound, origin, path) for bound in window)
+    if start is not None or end is not None:
+        jobs = cut_window(jobs, start, end)
+    return jobs[:limit] if limit is not None else jobs
+
+
+# --- Alibaba openb pods (cluster-trace-gpu-v2023) -------------------------------------------------
+
+OPENB_POD_COLUMNS = (
+    "name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase",
+    "creation_time", "deletion_time", "scheduled_time",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenbPods:
+    """The replayable pods of an openb pod list, and what was left out or changed, counted so that a
+    replay can say it (docs/simulator.md, *openb pods*)."""
+
+    jobs: list[TraceJob]
+    rows: int = 0  # pods in the file
+    never_ran: int = 0  # no scheduled_time (phase Pending): no run time to replay
+    cpu_only: int = 0  # num_gpu 0 that ran: they ran on CPU nodes, which the GPU node list leaves out
+    fractional: int = 0  # replayed pods that asked part of one GPU (gpu_milli < 1000): rounded up to 1 GPU
+    failed: int = 0  # replayed pods whose phase is Failed: they held their resources until deleted
+    by_class: dict[str, int] = field(default_factory=dict)  # replayed pods per QoS class
+
+    def note(self) -> str:
+        return (
+            f"openb: {len(self.jobs):,} of {self.rows:,} pods replayed ({', '.join(f'{q} {n:,}' for q, n in self.by_class.items())}); "
+            f"left out: {self.never_ran:,} never scheduled, {self.cpu_only:,} without GPUs; "
+            f"{self.fractional:,} asking part of a GPU rounded up to 1 GPU; {self.failed:,} Failed replayed for the time they held"
+        )
+
+
+def read_openb_pods(path: Path | str) -> OpenbPods:
+    """Every pod of an openb pod list that asked a GPU and was scheduled, as a job, in file order (the
+    file is in creation order; names are the pods' own, `openb-pod-0000`..., so name order is queue order).
+
+    - Submission: `creation_time`, seconds from the trace's start, shifted so the first kept pod is at 0.
+    - Run time: `deletion_time - scheduled_time`. A `Running` pod was still running when the trace was cut
+      (its deletion time is the trace's end), so its run time is a lower bound; a `Failed` pod held its
+      resources from its start to its deletion like any other, so it is replayed for that time too.
+    - Left out: pods never scheduled (`Pending`, no scheduled time: nothing says how long they would have
+      run) and pods of 0 GPUs (they ran on the cluster's CPU nodes, which `openb_gpu_node.csv` leaves out).
+    - A pod sharing a GPU (`gpu_milli` < 1000, always with `num_gpu` 1) gets one whole GPU: Tidepool hands
+      out whole GPUs, so that is what it would hold here.
+    - GPU model: `gpu_spec` when it names exactly one model; empty (every pod of the default list) or a
+      choice of models (`V100M16|V100M32`): any model, since a job names one model or none.
+    - Quota: the QoS class (`qos`), one team per class. CPU and memory as asked (millicores, MiB).
+    """
+    path = Path(path)
+    kept: list[TraceJob] = []
+    rows = never_ran = cpu_only = fractional = failed = 0
+    by_class: dict[str, int] = {}
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        require_columns(path, reader.fieldnames, OPENB_POD_COLUMNS)
+        for line, row in enumerate(reader, start=2):
+            rows += 1
+            try:
+                gpus = int(row["num_gpu"])
+                if not row["scheduled_time"]:
+                    never_ran += 1
+                    continue
+                if gpus == 0:
+                    cpu_only += 1
+                    continue
+                created, scheduled = int(row["creation_time"]), int(row["scheduled_time"])
+                deleted = int(row["deletion_time"])
+                milli, cpu_m, memory = int(row["gpu_milli"] or 0), int(row["cpu_milli"]), int(row["memory_mib"])
+            except ValueError as exc:
+                raise TraceError(f"{path}:{line}: {exc}") from exc
+            if gpus < 0 or deleted <= scheduled or min(cpu_m, memory) < 0:
+                raise TraceError(f"{path}:{line}: expected GPUs >= 0, CPU and memory >= 0 and deletion after "
+                                 f"scheduling, got {gpus} GPUs, {cpu_m} m, {memory} MiB, {scheduled} -> {deleted}")
+            spec = (row["gpu_spec"] or "").strip()
+            qos = row["qos"].strip()
+            if not qos:
+                raise TraceError(f"{path}:{line}: empty qos")
+            fractional += gpus == 1 and 0 < milli < 1000
+            failed += row["pod_phase"] == "Failed"
+            by_class[qos] = by_class.get(qos, 0) + 1
+            kept.append(TraceJob(
+                name=row["name"], quota=qos, submit_s=float(created), duration_s=float(deleted - scheduled),
+                gpus=gpus, gpu_type=spec if spec and "|" not in spec else None, cpu_m=cpu_m, memory_mib=memory,
+            ))
+    # Sorted by creation time with file order breaking ties, like every loader here.
+    kept = sorted(kept, key=lambda job: job.submit_s)
+    origin = kept[0].submit_s if kept else 0.0
+    return OpenbPods(
+        jobs=[replace(job, submit_s=job.submit_s - origin) for job in kept], rows=rows, never_ran=never_ran,
+        cpu_only=cpu_only, fractional=fractional, failed=failed, by_class=dict(sorted(by_class.items())),
+    )
+
+
+def load_openb_pods(
+    path: Path | str, limit: int | None = None, window: tuple[Bound | None, Bound | None] = (None, None)
+) -> list[TraceJob]:
+    """`read_openb_pods`' jobs, cut to `window` (seconds from the first kept pod) and `limit`, like Philly's."""
+    path = Path(path)
+    jobs = read_openb_pods(path).jobs
+    start, end = (_seconds(bound, None, path) for bound in window)
     if start is not None or end is not None:
         jobs = cut_window(jobs, start, end)
     return jobs[:limit] if limit is not None else jobs
