@@ -5,6 +5,7 @@ scheduler.api.v1.schema (DESCRIPTIONS), kept complete by a test."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -24,7 +25,42 @@ from scheduler.selectors import NodeGrid, QuotaUsage
 from scheduler.services.lifecycle import grace_seconds
 
 
-class ProgressSerializer(serializers.Serializer):
+# Serializer.get_fields deep-copies every declared field for each instance, and a field's deepcopy
+# builds it again from its arguments: about a sixth of a submission's CPU (issue 25: the submission
+# read, the detail answered and their nested serializers). Here the deep copy is made once per class
+# and each instance gets shallow copies of its plain fields: they hold no state between requests
+# (bind() sets field_name, parent, label and source on the copy; the rest is read-only once built).
+# Fields with a child or fields of their own (ListField, DictField, nested serializers) are
+# deep-copied as DRF does, so each child is bound to this instance's field, never shared.
+# A comment, not a docstring: the schema would show a docstring as each serializer's description.
+class FieldsBuiltOnce:
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        cls = type(self)
+        built = cls.__dict__.get("_fields_built_once")  # this class's own: a subclass declares more
+        if built is None:
+            built = super().get_fields()  # type: ignore[misc]  # DRF's deep copy, kept unbound
+            cls._fields_built_once = built  # type: ignore[attr-defined]  # a race builds it twice, equal
+        return {name: copy.deepcopy(field) if _has_children(field) else _own_copy(field)
+                for name, field in built.items()}
+
+
+def _has_children(field: serializers.Field) -> bool:
+    return isinstance(field, serializers.BaseSerializer) or hasattr(field, "child")
+
+
+def _own_copy(field: serializers.Field) -> serializers.Field:
+    """A shallow copy with its own containers, so a change made to one instance's field (its error
+    messages, style or validators) stays with that instance, as after DRF's deep copy."""
+    own = copy.copy(field)
+    own.error_messages = dict(field.error_messages)
+    own.style = dict(field.style)
+    if "_validators" in vars(field):
+        own._validators = list(field._validators)
+    return own
+
+
+class ProgressSerializer(FieldsBuiltOnce, serializers.Serializer):
     step = serializers.IntegerField(required=False, allow_null=True)
     last_checkpoint_step = serializers.IntegerField(required=False, allow_null=True)
     last_checkpoint_at = serializers.FloatField(required=False, allow_null=True)
@@ -32,7 +68,7 @@ class ProgressSerializer(serializers.Serializer):
     attempt = serializers.IntegerField(required=False, allow_null=True)
 
 
-class QuotaUsageSerializer(serializers.Serializer):
+class QuotaUsageSerializer(FieldsBuiltOnce, serializers.Serializer):
     min_gpus = serializers.IntegerField()
     in_quota_gpus = serializers.IntegerField()
     free_gpus = serializers.IntegerField()
@@ -42,7 +78,7 @@ class QuotaUsageSerializer(serializers.Serializer):
     pending_jobs = serializers.IntegerField()
 
 
-class GpuCellSerializer(serializers.Serializer):
+class GpuCellSerializer(FieldsBuiltOnce, serializers.Serializer):
     index = serializers.IntegerField()
     job_id = serializers.IntegerField(allow_null=True)
     job_name = serializers.CharField(allow_null=True)
@@ -50,7 +86,7 @@ class GpuCellSerializer(serializers.Serializer):
     in_quota = serializers.BooleanField(allow_null=True)
 
 
-class RoleSerializer(serializers.Serializer):
+class RoleSerializer(FieldsBuiltOnce, serializers.Serializer):
     name = serializers.CharField()
     pod_count = serializers.IntegerField()
     min_pod_count = serializers.IntegerField(allow_null=True)
@@ -62,7 +98,7 @@ class RoleSerializer(serializers.Serializer):
     cpu_only = serializers.BooleanField()
 
 
-class JobSerializer(serializers.Serializer):
+class JobSerializer(FieldsBuiltOnce, serializers.Serializer):
     """A job as the list shows it."""
 
     id = serializers.IntegerField()
@@ -134,7 +170,7 @@ class JobSerializer(serializers.Serializer):
         return sorted({pod.node.name for pod in pods if pod.node is not None})
 
 
-class PodSerializer(serializers.Serializer):
+class PodSerializer(FieldsBuiltOnce, serializers.Serializer):
     id = serializers.IntegerField()
     role = serializers.CharField()
     index = serializers.IntegerField()
@@ -152,14 +188,14 @@ class PodSerializer(serializers.Serializer):
         return pod.node.name if pod.node else None
 
 
-class EventSerializer(serializers.Serializer):
+class EventSerializer(FieldsBuiltOnce, serializers.Serializer):
     time = serializers.DateTimeField()
     kind = serializers.CharField()
     reason = serializers.CharField(source="shown_reason")
     code = serializers.CharField()
 
 
-class PreemptionSerializer(serializers.Serializer):
+class PreemptionSerializer(FieldsBuiltOnce, serializers.Serializer):
     """One preemption and the work it cost (steps and GPU time since the attempt's last checkpoint)."""
 
     time = serializers.DateTimeField()
@@ -204,7 +240,7 @@ def _name_validator(kind: str):
     return check
 
 
-class RoleInputSerializer(serializers.Serializer):
+class RoleInputSerializer(FieldsBuiltOnce, serializers.Serializer):
     name = TextField(max_length=v.NAME_LENGTHS["role"], default="worker", validators=[_name_validator("role")])
     pod_count = StrictIntegerField(default=1, min_value=1, max_value=v.MAX_PODS_PER_JOB)
     min_pod_count = StrictIntegerField(allow_null=True, default=None, min_value=1, max_value=v.MAX_PODS_PER_JOB)
@@ -219,7 +255,7 @@ class RoleInputSerializer(serializers.Serializer):
                                            max_value=v.MAX_MEMORY_GIB_PER_POD)
 
 
-class JobSubmitSerializer(serializers.Serializer):
+class JobSubmitSerializer(FieldsBuiltOnce, serializers.Serializer):
     """POST /api/v1/jobs/. `workspace` and `quota` are names (or ids). Bounds: scheduler.validation."""
 
     name = TextField(max_length=v.NAME_LENGTHS["job"], validators=[_name_validator("job")])
@@ -252,7 +288,7 @@ class JobSubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError(error.message_dict["environment"]) from None
 
 
-class QuotaSerializer(serializers.Serializer):
+class QuotaSerializer(FieldsBuiltOnce, serializers.Serializer):
     """A quota of the tree with its subtree's GPU use (see scheduler.selectors.QuotaUsage)."""
 
     id = serializers.IntegerField(source="quota.pk")
@@ -298,7 +334,7 @@ class QuotaSerializer(serializers.Serializer):
         }
 
 
-class NodeSerializer(serializers.Serializer):
+class NodeSerializer(FieldsBuiltOnce, serializers.Serializer):
     id = serializers.IntegerField(source="node.pk")
     name = serializers.CharField(source="node.name")
     resource_type = serializers.CharField(source="node.resource_type")
@@ -330,7 +366,7 @@ class NodeSerializer(serializers.Serializer):
         ]
 
 
-class WorkspaceSerializer(serializers.Serializer):
+class WorkspaceSerializer(FieldsBuiltOnce, serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
     description = serializers.CharField()
@@ -340,12 +376,12 @@ class WorkspaceSerializer(serializers.Serializer):
         return [quota.name for quota in workspace.quotas.all()]
 
 
-class CloneSerializer(serializers.Serializer):
+class CloneSerializer(FieldsBuiltOnce, serializers.Serializer):
     # absent: `<name>-clone`; given, the job name rule (an empty name is refused, not defaulted)
     name = TextField(max_length=v.NAME_LENGTHS["job"], required=False, validators=[_name_validator("job")])
 
 
-class LogPodSerializer(serializers.Serializer):
+class LogPodSerializer(FieldsBuiltOnce, serializers.Serializer):
     id = serializers.IntegerField()
     label = serializers.CharField()
     rank = serializers.IntegerField()
@@ -354,14 +390,14 @@ class LogPodSerializer(serializers.Serializer):
     node = serializers.CharField(allow_null=True)
 
 
-class LogSerializer(serializers.Serializer):
+class LogSerializer(FieldsBuiltOnce, serializers.Serializer):
     pod = LogPodSerializer(allow_null=True)
     text = serializers.CharField(allow_blank=True)
     offset = serializers.IntegerField()
     reset = serializers.BooleanField()
 
 
-class GpuSampleSerializer(serializers.Serializer):
+class GpuSampleSerializer(FieldsBuiltOnce, serializers.Serializer):
     time = serializers.DateTimeField()
     pod_id = serializers.IntegerField()
     gpu_index = serializers.IntegerField()
@@ -370,7 +406,7 @@ class GpuSampleSerializer(serializers.Serializer):
     memory_total_mib = serializers.IntegerField()
 
 
-class PoolSerializer(serializers.Serializer):
+class PoolSerializer(FieldsBuiltOnce, serializers.Serializer):
     """A pool and its DESIGN §2b policies (scheduler.selectors.pools.PoolPolicyRow); read-only."""
 
     resource_type = serializers.CharField(source="pool")
@@ -385,12 +421,12 @@ class PoolSerializer(serializers.Serializer):
     grow_interval_s = serializers.IntegerField()
 
 
-class MeSerializer(serializers.Serializer):
+class MeSerializer(FieldsBuiltOnce, serializers.Serializer):
     username = serializers.CharField()
     is_staff = serializers.BooleanField()
     workspaces = serializers.ListField(child=serializers.CharField())
     authenticated_by = serializers.CharField()
 
 
-class ErrorSerializer(serializers.Serializer):
+class ErrorSerializer(FieldsBuiltOnce, serializers.Serializer):
     detail = serializers.CharField()
