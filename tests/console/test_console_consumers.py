@@ -221,3 +221,36 @@ def _two_jobs(world: World) -> tuple[Job, Job]:
     mine = JobFactory(workspace=world.vision, quota=world.team_vision, name="vision-job")
     theirs = JobFactory(workspace=world.language, quota=world.team_language, name="language-secret")
     return mine, theirs
+
+
+async def test_sockets_sharing_a_read_send_one_encoding(live, world_tx: World, cookie, monkeypatch) -> None:
+    """A change seen by many sockets of one user: one read, and its message encoded once on the
+    database thread (before: each socket encoded the rows again on the event loop)."""
+    from console import consumers
+    from console.consumers import JobListConsumer
+
+    mine, _ = await database_sync_to_async(_two_jobs)(world_tx)
+    session = await database_sync_to_async(cookie)(world_tx.alice)
+    sockets = [(await connect(live, "/ws/jobs/", session))[0] for _ in range(10)]
+    for socket in sockets:
+        assert (await socket.receive_json_from(timeout=5))["type"] == "snapshot"
+    encoded: list[object] = []
+    real_async, real_sync = JobListConsumer.encode_json, getattr(consumers, "encode", None)
+
+    async def counting_async(cls: type, content: object) -> str:  # send_json's, per socket
+        encoded.append(content)
+        return await real_async(content)
+
+    def counting(content: dict) -> str:  # a shared read's, once per read
+        encoded.append(content)
+        return real_sync(content)  # type: ignore[misc]
+
+    monkeypatch.setattr(JobListConsumer, "encode_json", classmethod(counting_async))
+    monkeypatch.setattr(consumers, "encode", counting, raising=False)  # before: no such function
+    await database_sync_to_async(job_stop)(job=mine, user=world_tx.alice)
+    texts = [await socket.receive_from(timeout=5) for socket in sockets]
+    assert len(set(texts)) == 1
+    update = json.loads(texts[0])
+    assert update["type"] == "rows" and [row["id"] for row in update["rows"]] == [mine.pk]
+    assert 'data-status="Stopped"' in update["rows"][0]["html"]
+    assert len(encoded) == 1, f"{len(encoded)} encodings for {len(sockets)} sockets"
