@@ -1,7 +1,5 @@
 """`python manage.py simulate` and `python -m scheduler.simulator`: one set of options, one function.
-
-No Django here, so the module entry point works without settings; the management command only
-forwards its parsed options to `run`.
+No Django here, so the module entry point works without settings; the command forwards its options to `run`.
 """
 
 from __future__ import annotations
@@ -165,8 +163,7 @@ def run(options: Mapping[str, Any], write: Write, progress: Write) -> dict:
     settings = settings_text(options, policies)
     sweep: list[Scaled] = []
     notes: set[str] = set()
-    if options["trace"] == OPENB_TRACE:
-        # What the loader left out or changed (docs/simulator.md, *openb pods*), said before any figure.
+    if options["trace"] == OPENB_TRACE:  # what the loader left out or changed (docs/simulator.md), first
         note = read_openb_pods(OPENB_PODS).note()
         write(note)
         notes.add(note)
