@@ -1,6 +1,6 @@
 """A job's containers on several hosts (issue 22, DESIGN §6): the routed pod network, on the bed that
 `bin/testbed up --pods containers` makes as docs/operations.md says: four hosts, each agent running its
-pods as Podman containers with its own pod subnet (10.213.K.0/24), routes to the others' (host-gw), the
+pods as Podman containers with its own pod subnet (10.214.K.0/24), routes to the others' (host-gw), the
 bed's whole subnet (console, database, every host) blocked to pods.
 
 - the pods of one job on two hosts meet at MASTER_ADDR:MASTER_PORT (rank 0's pod address, chosen by the
@@ -93,7 +93,7 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
     finally:
         Bed(base, env).testbed("down", timeout=300)
         left = subprocess.run(["podman", "network", "ls", "--format", "{{.Name}}"], capture_output=True, text=True)
-        assert "tidepool-pods-10-213-1-0-24" not in left.stdout, "the bed left its pod networks behind"
+        assert "tidepool-pods-10-214-1-0-24" not in left.stdout, "the bed left its pod networks behind"
 
 
 def submit(bed: Bed, name: str, command: str, *, pods: int, gpus: int, image: str = "") -> int:
