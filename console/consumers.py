@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
@@ -38,11 +40,14 @@ log = logging.getLogger("tidepool.console.live")
 
 
 class _Flight:
-    """One read in flight: its result to come, and when it began on the database thread (None while queued)."""
+    """One read in flight: its result to come, when it began on the database thread (None while
+    queued) and, for a read of changed rows, the job ids it reads (grown by joiners until it begins)."""
 
-    def __init__(self, future: asyncio.Future) -> None:
+    def __init__(self, future: asyncio.Future, ids: frozenset[int] = frozenset()) -> None:
         self.future = future
         self.started: float | None = None
+        self.ids = set(ids)
+        self.lock = threading.Lock()  # the event loop adds ids while the database thread may begin
 
 
 class SharedReads:
@@ -77,6 +82,35 @@ class SharedReads:
             flight.started = time.monotonic()  # before the first query: later notices can no longer join
             return read()
 
+        return await self._run(key, flight, timed_read)
+
+    async def read_changes(self, key: Any, not_before: float, ids: frozenset[int],
+                           read: Callable[[frozenset[int]], Any]) -> Any:
+        """`read(ids)` shared by sockets told of different jobs: a read still queued takes the joiner's
+        ids too (its result then covers every joiner), one already begun is joined only by a socket
+        whose notice came before it began and whose ids it reads. One read per change, not one per
+        set of notices a socket happened to gather within its coalescing window."""
+        flight = self._flights.get(key)
+        if flight is not None and not flight.future.done():
+            with flight.lock:
+                if flight.started is None:
+                    flight.ids.update(ids)
+                    joined = True
+                else:
+                    joined = flight.started >= not_before and ids <= flight.ids
+            if joined:
+                return await asyncio.shield(flight.future)
+        flight = self._flights[key] = _Flight(asyncio.get_running_loop().create_future(), ids)
+
+        def timed_read() -> Any:
+            with flight.lock:  # no joiner adds an id once the read has taken them
+                flight.started = time.monotonic()
+                taken = frozenset(flight.ids)
+            return read(taken)
+
+        return await self._run(key, flight, timed_read)
+
+    async def _run(self, key: Any, flight: _Flight, timed_read: Callable[[], Any]) -> Any:
         try:
             result = await self._run_sync(timed_read)
         except BaseException as error:
@@ -142,6 +176,21 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         for group in self._joined:
             await self.channel_layer.group_discard(group, self.channel_name)
         self._joined = []
+
+    # Change notices (group messages) need no database in their handlers: they only mark what to
+    # re-read. Channels' `dispatch` runs `close_old_connections` on the process's one database thread
+    # before every handler (channels ≥ 4.2): with 100 sockets a notice queued 100 thread hops there,
+    # ahead of the shared read they were waiting for (measured: docs/benchmarks.md). The re-reads go
+    # through database_sync_to_async, which closes stale connections itself, before and after.
+    notice_types = frozenset({"jobs.changed", "cluster.changed"})
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        if message.get("type") in self.notice_types:
+            handler = getattr(self, get_handler_name(message), None)
+            if handler is not None:
+                await handler(message)
+                return
+        await super().dispatch(message)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "snapshot":
@@ -240,10 +289,8 @@ class JobListConsumer(LiveConsumer):
     async def push_changes(self, job_ids: set[int]) -> None:
         # The page's ids and the changed rows on it in one trip to the database thread: the usual
         # change (a job on the page moved on) then costs one read, shared by this user's sockets.
-        changed = frozenset(job_ids)
-        current, rows = await shared_reads.read(
-            ("changes", self.user.pk, self.query, changed), self._noticed_at,
-            lambda: self._page_changes(changed),
+        current, rows = await shared_reads.read_changes(
+            ("changes", self.user.pk, self.query), self._noticed_at, frozenset(job_ids), self._page_changes,
         )
         if current != self._sent:
             await self._send_page()

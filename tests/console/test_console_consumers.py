@@ -254,3 +254,33 @@ async def test_sockets_sharing_a_read_send_one_encoding(live, world_tx: World, c
     assert update["type"] == "rows" and [row["id"] for row in update["rows"]] == [mine.pk]
     assert 'data-status="Stopped"' in update["rows"][0]["html"]
     assert len(encoded) == 1, f"{len(encoded)} encodings for {len(sockets)} sockets"
+
+
+async def test_a_notice_costs_no_database_thread_hop_per_socket(live, world_tx: World, cookie,
+                                                                monkeypatch) -> None:
+    """Channels' dispatch closes old connections on the database thread before every handler; a change
+    notice reaching 10 sockets must not queue 10 such hops ahead of the one shared read (issue 25's
+    fan-out), while a socket's own messages still get them."""
+    import channels.consumer
+
+    mine, _ = await database_sync_to_async(_two_jobs)(world_tx)
+    session = await database_sync_to_async(cookie)(world_tx.alice)
+    sockets = [(await connect(live, "/ws/jobs/", session))[0] for _ in range(10)]
+    for socket in sockets:
+        assert (await socket.receive_json_from(timeout=5))["type"] == "snapshot"
+    hops: list[None] = []
+    real = channels.consumer.aclose_old_connections
+
+    async def counting() -> None:
+        hops.append(None)
+        await real()
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", counting)
+    await database_sync_to_async(job_stop)(job=mine, user=world_tx.alice)
+    for socket in sockets:
+        update = await socket.receive_json_from(timeout=5)
+        assert update["type"] == "rows" and 'data-status="Stopped"' in update["rows"][0]["html"]
+    assert hops == [], f"{len(hops)} database-thread hops for one notice to {len(sockets)} sockets"
+    await sockets[0].send_json_to({"type": "snapshot"})
+    assert (await sockets[0].receive_json_from(timeout=5))["type"] == "snapshot"
+    assert len(hops) == 1  # the socket's own message: dispatched as channels does

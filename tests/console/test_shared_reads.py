@@ -94,3 +94,72 @@ async def test_an_error_reaches_every_joiner_and_is_not_kept(reads: SharedReads)
     assert await reads.read("k", time.monotonic(), lambda: "ok") == "ok"
     with pytest.raises(RuntimeError):
         await reads.read("k2", 0.0, broken)
+
+
+async def test_sockets_told_of_different_jobs_share_one_queued_read(reads: SharedReads) -> None:
+    """Two sockets of one page gathered different notices (one heard the scheduler's too): while the
+    read waits on the database thread it takes both sets of ids, and runs once."""
+    busy, release = threading.Event(), threading.Event()
+    calls: list[frozenset[int]] = []
+
+    def blocker():
+        busy.set()
+        release.wait(5)
+
+    def rows(ids: frozenset[int]) -> frozenset[int]:
+        calls.append(ids)
+        return ids
+
+    occupying = asyncio.create_task(reads.read("other", 0.0, blocker))
+    await asyncio.get_running_loop().run_in_executor(None, busy.wait)
+    first = asyncio.create_task(reads.read_changes("page", time.monotonic(), frozenset({1}), rows))
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(reads.read_changes("page", time.monotonic(), frozenset({1, 2}), rows))
+    await asyncio.sleep(0.01)
+    release.set()
+    assert await first == frozenset({1, 2}) and await second == frozenset({1, 2})
+    assert calls == [frozenset({1, 2})]
+    await occupying
+
+
+async def test_a_begun_read_is_joined_only_for_the_ids_it_reads(reads: SharedReads) -> None:
+    started, release = threading.Event(), threading.Event()
+    calls: list[frozenset[int]] = []
+
+    def rows(ids: frozenset[int]) -> frozenset[int]:
+        calls.append(ids)
+        if len(calls) == 1:
+            started.set()
+            release.wait(5)
+        return ids
+
+    noticed = time.monotonic()
+    first = asyncio.create_task(reads.read_changes("page", noticed, frozenset({1}), rows))
+    await asyncio.get_running_loop().run_in_executor(None, started.wait)
+    # Told of job 1 before the read began: it joins. Told of job 2 too: the begun read lacks it, so a
+    # read of its own follows.
+    same = asyncio.create_task(reads.read_changes("page", noticed, frozenset({1}), rows))
+    more = asyncio.create_task(reads.read_changes("page", noticed, frozenset({1, 2}), rows))
+    await asyncio.sleep(0.01)
+    release.set()
+    assert await first == frozenset({1}) and await same == frozenset({1})
+    assert await more == frozenset({1, 2})
+    assert calls == [frozenset({1}), frozenset({1, 2})]
+
+
+async def test_a_begun_read_is_not_joined_after_a_later_notice(reads: SharedReads) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def rows(ids: frozenset[int]) -> str:
+        if not started.is_set():
+            started.set()
+            release.wait(5)
+            return "old"
+        return "new"
+
+    first = asyncio.create_task(reads.read_changes("page", 0.0, frozenset({1}), rows))
+    await asyncio.get_running_loop().run_in_executor(None, started.wait)
+    later = asyncio.create_task(reads.read_changes("page", time.monotonic(), frozenset({1}), rows))
+    await asyncio.sleep(0.01)
+    release.set()
+    assert await first == "old" and await later == "new"
