@@ -118,8 +118,12 @@ def routed_network(pod: Pod, siblings: list[Pod] | None) -> RoutedNetwork | None
     if siblings is None:
         siblings = list(Pod.objects.select_related("node").filter(job_id=pod.job_id, attempt=pod.attempt))
     if pod.status not in LIVE_POD_STATUSES:
-        # An ended pod (adoption, a late report): the address it had, no new one chosen for it.
-        return RoutedNetwork(pod.address or "", pod.address or "", (), ()) if pod.address else None
+        # An ended pod (adoption, a late report): the address it had, no new one chosen for it, and
+        # MASTER_ADDR as its attempt had it: rank 0's address (its own when rank 0's is gone).
+        if not pod.address:
+            return None
+        rank0 = min(siblings, key=lambda p: p.rank, default=pod)
+        return RoutedNetwork(pod.address, rank0.address or pod.address, (), ())
     addresses = attempt_pod_addresses(siblings)
     if addresses is None:
         return None

@@ -77,6 +77,11 @@ def test_an_attempts_pods_get_addresses_in_their_nodes_subnets_and_rank_0s_is_ma
     other = JobFactory(workspace=world.vision, quota=world.team_vision)
     other_pod = make_running(other, gpu1)[0]
     assert pod_spec(other_pod, other, world_size=1, master_addr="").pod_address == "10.213.1.3"
+    # An ended pod's spec (adoption, a late report) keeps its address and rank 0's as MASTER_ADDR.
+    Pod.objects.filter(pk=rank1.pk).update(status=PodStatus.SUCCEEDED)
+    ended = Pod.objects.select_related("node", "job").get(pk=rank1.pk)
+    spec_ended = pod_spec(ended, ended.job, world_size=2, master_addr="10.0.0.1")
+    assert (spec_ended.pod_address, spec_ended.master_addr) == ("10.213.2.2", "10.213.1.2")
     Pod.objects.filter(pk=rank0.pk).update(status=PodStatus.SUCCEEDED)
     third = JobFactory(workspace=world.vision, quota=world.team_vision)
     assert pod_spec(make_running(third, gpu1)[0], third, world_size=1, master_addr="").pod_address == "10.213.1.2"
