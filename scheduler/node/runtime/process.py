@@ -37,6 +37,7 @@ from scheduler.node.runtime import adoption
 from scheduler.node.runtime.groups import live_group_members, signal_group
 from scheduler.node.runtime.sandbox import (
     POD_WRAPPER,
+    interconnect_environment,
     own_file,
     pod_environment,
     prepare_pod_dirs,
@@ -247,7 +248,8 @@ class PodSupervisor:
                 ["/bin/sh", "-c", POD_WRAPPER, "tidepool-pod", SHELL_PREAMBLE + spec.command,
                  spec.exit_path or os.devnull],
                 cwd=spec.workdir,
-                env=pod_environment(spec, home=user.home if user is not None else None),
+                env={**pod_environment(spec, home=user.home if user is not None else None),
+                     **interconnect_environment(spec)},
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,

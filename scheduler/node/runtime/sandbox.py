@@ -14,9 +14,13 @@
 
 from __future__ import annotations
 
+import fcntl
+import ipaddress
 import os
 import pwd
+import socket
 import stat
+import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -107,6 +111,56 @@ def pod_environment(spec: PodSpec, base: Mapping[str, str] | None = None, home: 
         }
     )
     return env
+
+
+SOCKET_IFNAME_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+
+
+def interface_towards(address: str) -> str | None:
+    """The name of this host's interface that traffic to `address` leaves by (the routing table's
+    choice, found by connecting a UDP socket: nothing is sent), or None when it cannot be told."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        try:
+            ip = ipaddress.ip_address(socket.gethostbyname(address))
+        except (OSError, ValueError):
+            return None
+    if ip.version != 4:
+        return None  # SIOCGIFADDR is IPv4's; an IPv6 cluster sets the variables itself
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((str(ip), 9))
+            source = probe.getsockname()[0]
+    except OSError:
+        return None
+    for _index, name in socket.if_nameindex():
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as query:
+                # SIOCGIFADDR (0x8915): the interface's IPv4 address
+                answer = fcntl.ioctl(query.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))
+        except OSError:
+            continue  # no IPv4 address on it
+        if socket.inet_ntoa(answer[20:24]) == source:
+            return name
+    return None
+
+
+def interconnect_environment(spec: PodSpec) -> dict[str, str]:
+    """For a host-process pod of a job spread over hosts: GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME name
+    the interface towards rank 0. Without them gloo binds the address the host name resolves to,
+    127.0.1.1 on a stock Debian host, and its peers on other hosts cannot connect. Not for one pod,
+    not when rank 0 is this host's loopback, and never over the job's own setting."""
+    if spec.world_size < 2 or not spec.master_addr:
+        return {}
+    try:
+        if ipaddress.ip_address(spec.master_addr).is_loopback:
+            return {}
+    except ValueError:
+        pass  # a host name: resolved by interface_towards
+    wanted = [name for name in SOCKET_IFNAME_VARIABLES if name not in spec.env]
+    interface = interface_towards(spec.master_addr) if wanted else None
+    return {name: interface for name in wanted} if interface else {}
 
 
 def launcher_environment(spec: PodSpec, master_addr: str) -> dict[str, str]:
