@@ -21,23 +21,23 @@ from .idle import idle_pass
 from .in_quota import in_quota_pass
 from .nomination import renew_nominations
 from .pending import list_pending
-from .plan import EXACT_PER_POOL
+from .plan import EXACT_PER_POOL, ROUGH_PER_POOL
 from .policies import policies_for
 from .promotion import promote
 from .state import CycleState
 from .types import Decisions, Snapshot
 
 
-def run_cycle(snapshot: Snapshot, *, estimates: int = EXACT_PER_POOL) -> Decisions:
+def run_cycle(snapshot: Snapshot, *, estimates: int = EXACT_PER_POOL, rough: int = ROUGH_PER_POOL) -> Decisions:
     """Decide one cycle. Pure: the snapshot is not changed, and the same snapshot (in any job order) gives
     the same decisions. The cyclic garbage collector is paused for the cycle: a cycle allocates hundreds of
     thousands of acyclic objects, and at 5,000 nodes the collections they trigger took a third of the time.
     `estimates`: how many pending jobs per pool get an exact §2d start estimate (0: no plan; the decisions
-    are the same either way)."""
+    are the same either way), `rough`: how many after those get a rough one (`plan_rough.py`)."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return decide(CycleState(snapshot, policies_for(snapshot, estimates=estimates)))
+        return decide(CycleState(snapshot, policies_for(snapshot, estimates=estimates, rough=rough)))
     finally:
         if collecting:
             gc.enable()

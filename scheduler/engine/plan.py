@@ -20,9 +20,9 @@ Kept out of the plan: `max` (the plan is about capacity and guarantees), drain s
 own start is fixed by the guard, `policies/starvation.py`), and the growth of elastic jobs.
 
 Cost: a try is a scan of its pool's nodes, so only the first `EXACT_PER_POOL` pending jobs of each
-pool (pending order) are planned; the ones after get "unknown: far back in the queue" (docs/scheduling.md
-gives the measured cost). Each try first checks the pool's total free capacity at `t`, which rules out
-most times without a scan.
+pool (pending order) are planned exactly; the next `ROUGH_PER_POOL` get a rough estimate from the pool's
+aggregate capacity (`plan_rough`), the ones after "unknown: far back in the queue" (docs/scheduling.md
+gives the measured cost).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .fit import tightest
+from .plan_rough import RoughPlan
 from .plan_timelines import FOREVER, RoomLine, Timeline
 from .resources import vector
 from .time_limits import planned_end, time_limit
@@ -56,6 +57,8 @@ if TYPE_CHECKING:
 # Pending jobs per pool given an exact estimate (pending order) by default (`run_cycle(estimates=...)`);
 # measured in docs/scheduling.md.
 EXACT_PER_POOL = 40
+# Pending jobs per pool after those given a rough estimate (`plan_rough`); measured in docs/scheduling.md.
+ROUGH_PER_POOL = 2000
 FAR_BACK = Estimate(None, UNKNOWN_FAR_BACK)  # one value for the many jobs past the exact ones
 
 
@@ -69,6 +72,7 @@ class _Plan:
         self.by_group: dict[tuple[str, str | None], list[tuple[NodeState, Timeline]]] = {}
         self.times: dict[str, list[float]] = {}  # pool -> times some timeline grows (and now), ascending
         self.rooms: dict[QuotaNode, RoomLine] = {}
+        self.rough: RoughPlan | None = None  # made for the first job past the exact ones
         now = self.now
         for node in state.capacity.nodes.values():
             if not node.schedulable:
@@ -192,7 +196,8 @@ class _Plan:
 
     # --- planning one job ------------------------------------------------------------------------------
 
-    def estimate(self, demand: Demand) -> Estimate:
+    def estimate(self, demand: Demand, rough: bool = False) -> Estimate:
+        """The job's estimate after those of the jobs before it; `rough`: on the aggregates (`plan_rough`)."""
         state = self.state
         job = demand.job
         if state.refusal(demand) is not None or state.never_fits(demand) is not None:
@@ -207,6 +212,10 @@ class _Plan:
             models = [m for m in models if state.quotas.could_fit(job.quota, demand.request(m))]
             if not models or qnode is None:
                 return Estimate(None, UNKNOWN_NEVER)
+        if rough:
+            if self.rough is None:
+                self.rough = RoughPlan(self.now, lambda p, m: self.by_group.get((p, m), ()), self._room)
+            return self.rough.estimate(demand, models, duration, qnode.chain if needs_quota else None)  # type: ignore[union-attr]
         least_g = min(s[1] for s in demand.order)
         least_c = min(s[2] for s in demand.order)
         least_m = min(s[3] for s in demand.order)
@@ -272,9 +281,10 @@ class _Plan:
         return placed
 
 
-def plan_starts(state: CycleState, exact_per_pool: int = EXACT_PER_POOL) -> None:
-    """Give every pending job of the cycle its estimate (`Decisions.estimates`), the first `exact_per_pool`
-    of each pool exactly; nothing without `now`."""
+def plan_starts(state: CycleState, exact_per_pool: int = EXACT_PER_POOL, rough_per_pool: int = ROUGH_PER_POOL) -> None:
+    """Give every pending job of the cycle its estimate (`Decisions.estimates`): the first `exact_per_pool`
+    of each pool exactly, the next `rough_per_pool` roughly (`plan_rough`), the rest "far back"; nothing
+    without `now`."""
     if state.now is None:
         return
     decided = state.decisions
@@ -283,13 +293,14 @@ def plan_starts(state: CycleState, exact_per_pool: int = EXACT_PER_POOL) -> None
         return
     plan = _Plan(state)
     planned: dict[str | None, int] = {}
+    last = exact_per_pool + rough_per_pool
     for demand in state.queue:
         name = demand.job.name
         if name not in pending:
             continue
         count = planned.get(demand.pool, 0)
-        if count >= exact_per_pool:
+        if count >= last:
             decided.estimates[name] = FAR_BACK
             continue
         planned[demand.pool] = count + 1
-        decided.estimates[name] = plan.estimate(demand)
+        decided.estimates[name] = plan.estimate(demand, rough=count >= exact_per_pool)

@@ -79,23 +79,29 @@ class Timeline:
             i += 1
         return [g, c, m]
 
-    def earliest(self, g: int, c: int, m: int, duration: float) -> float:
-        """The earliest segment start from which the amounts hold (g, c, m) for `duration`; FOREVER if none."""
+    def earliest(self, g: int, c: int, m: int, duration: float, since: float | None = None) -> float:
+        """The earliest time, `since` or a later segment start (any time without `since`), from which the
+        amounts hold (g, c, m) for `duration`; FOREVER if none."""
         times, gs, cs, ms = self.times, self.g, self.c, self.m
         n = len(times)
-        i = 0
+        i = 0 if since is None else max(bisect_right(times, since) - 1, 0)
         while i < n:
             if gs[i] < g or cs[i] < c or ms[i] < m:
                 i += 1
                 continue
-            end = times[i] + duration
+            start = times[i] if since is None or times[i] > since else since
+            end = start + duration
             j = i + 1
             while j < n and times[j] < end and gs[j] >= g and cs[j] >= c and ms[j] >= m:
                 j += 1
             if j == n or times[j] >= end:
-                return times[i]
+                return start
             i = j + 1
         return FOREVER
+
+    def index(self, t: float) -> int:
+        """The index of the segment holding `t` (the first for a time before it)."""
+        return max(bisect_right(self.times, t) - 1, 0)
 
     def at(self, t: float) -> tuple[int, int, int]:
         i = bisect_right(self.times, t) - 1
@@ -178,8 +184,9 @@ class RoomLine:
             for key, amount in amounts.items():
                 room[key] = room.get(key, 0) + sign * amount
 
-    def earliest(self, request: dict[str, int], duration: float) -> float:
-        """The earliest segment start from which the room covers `request` for `duration`; FOREVER if none."""
+    def earliest(self, request: dict[str, int], duration: float, since: float | None = None) -> float:
+        """The earliest time, `since` or a later segment start (any time without `since`), from which the room
+        covers `request` for `duration`; FOREVER if none."""
         self._apply()
         times, rooms = self.times, self.rooms
         n = len(times)
@@ -187,19 +194,25 @@ class RoomLine:
         def covers(k: int) -> bool:
             room = rooms[k]
             return all(need <= room.get(key, 0) for key, need in request.items())
-        i = 0
+        i = 0 if since is None else max(bisect_right(times, since) - 1, 0)
         while i < n:
             if not covers(i):
                 i += 1
                 continue
-            end = times[i] + duration
+            start = times[i] if since is None or times[i] > since else since
+            end = start + duration
             j = i + 1
             while j < n and times[j] < end and covers(j):
                 j += 1
             if j == n or times[j] >= end:
-                return times[i]
+                return start
             i = j + 1
         return FOREVER
+
+    def segments(self) -> tuple[list[float], list[dict[str, int]]]:
+        """The room's times and amounts, every hold applied (read only)."""
+        self._apply()
+        return self.times, self.rooms
 
     def holds(self, start: float, end: float, request: dict[str, int]) -> bool:
         """The room covers `request` all over `[start, end)`."""

@@ -237,6 +237,7 @@ class Growth:
 UNKNOWN_NO_LIMIT = "no_limit"  # it waits for capacity or quota held by a job with no time limit
 UNKNOWN_FAR_BACK = "far_back"  # past the jobs of its pool that the plan estimates exactly
 UNKNOWN_NEVER = "never"  # the pool or its quota can never hold it as it is
+ESTIMATE_ROUGH = "rough"  # stored beside a rough estimate's time (services, `Estimate.rough`)
 UNKNOWN_TEXT = {
     UNKNOWN_NO_LIMIT: "unknown: depends on jobs with no time limit",
     UNKNOWN_FAR_BACK: "unknown: far back in the queue",
@@ -247,14 +248,18 @@ UNKNOWN_TEXT = {
 @dataclass(frozen=True, slots=True)
 class Estimate:
     """DESIGN §2d: the earliest time (seconds, >= now) a pending job could start; None with a reason code
-    in `unknown` when there is none."""
+    in `unknown` when there is none. `rough`: planned on the pool's aggregate capacity, not on its nodes
+    (a job past the exact ones of its pool, `plan_rough.py`)."""
 
     start: float | None
     unknown: str | None = None
+    rough: bool = False
 
     @property
     def text(self) -> str:
-        return UNKNOWN_TEXT[self.unknown] if self.unknown else f"at {self.start:g}"
+        if self.unknown:
+            return UNKNOWN_TEXT[self.unknown]
+        return f"at about {self.start:g} (rough)" if self.rough else f"at {self.start:g}"
 
 
 @dataclass(slots=True)

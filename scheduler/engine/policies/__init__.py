@@ -14,7 +14,7 @@ holds only the start estimates (when the snapshot has a `now`), which change no 
 
 from __future__ import annotations
 
-from ..plan import EXACT_PER_POOL
+from ..plan import EXACT_PER_POOL, ROUGH_PER_POOL
 from ..types import IDLE_SHARE_FAIR, Snapshot
 from .base import CyclePolicy, PolicySet
 from .elastic import ElasticGrowth, has_elastic
@@ -25,9 +25,10 @@ from .starvation import StarvationGuard
 from .within_quota import PreemptWithin
 
 
-def policies_for(snapshot: Snapshot, *, estimates: int = EXACT_PER_POOL) -> PolicySet:
+def policies_for(snapshot: Snapshot, *, estimates: int = EXACT_PER_POOL, rough: int = ROUGH_PER_POOL) -> PolicySet:
     """The policies some pool or quota of the snapshot switches on, fresh for one cycle; `estimates`: the
-    pending jobs per pool the §2d plan estimates exactly (0: no plan)."""
+    pending jobs per pool the §2d plan estimates exactly (0: no plan), `rough`: how many after those it
+    estimates roughly."""
     pools = (snapshot.policy, *snapshot.policies.values())
     active: list[CyclePolicy] = []
     if any(p.idle_share == IDLE_SHARE_FAIR for p in pools):
@@ -42,5 +43,5 @@ def policies_for(snapshot: Snapshot, *, estimates: int = EXACT_PER_POOL) -> Poli
     if has_elastic(snapshot):  # §2c growth
         active.append(ElasticGrowth())
     if snapshot.now is not None and estimates > 0:  # §2d start estimates: always on, they need the cycle's time
-        active.append(StartEstimates(estimates))
+        active.append(StartEstimates(estimates, rough))
     return PolicySet(active)

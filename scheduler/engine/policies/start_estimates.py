@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..plan import plan_starts
+from ..plan import ROUGH_PER_POOL, plan_starts
 from .base import CyclePolicy
 
 if TYPE_CHECKING:
@@ -13,8 +13,9 @@ if TYPE_CHECKING:
 
 
 class StartEstimates(CyclePolicy):
-    def __init__(self, exact_per_pool: int) -> None:
+    def __init__(self, exact_per_pool: int, rough_per_pool: int = ROUGH_PER_POOL) -> None:
         self.exact_per_pool = exact_per_pool
+        self.rough_per_pool = rough_per_pool
 
     def plan(self, state: CycleState) -> None:
-        plan_starts(state, self.exact_per_pool)
+        plan_starts(state, self.exact_per_pool, self.rough_per_pool)
