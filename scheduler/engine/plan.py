@@ -22,7 +22,9 @@ own start is fixed by the guard, `policies/starvation.py`), and the growth of el
 Cost: a try is a scan of its pool's nodes, so only the first `EXACT_PER_POOL` pending jobs of each
 pool (pending order) are planned exactly; the next `ROUGH_PER_POOL` get a rough estimate from the pool's
 aggregate capacity (`plan_rough`), the ones after "unknown: far back in the queue" (docs/scheduling.md
-gives the measured cost).
+gives the measured cost). The lower bound of a job's start (`_bound`, a scan of the nodes) starts from
+the bound found for a smaller or equal pod and run, which plans can only have moved later, and stops at
+the first node that can start there.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class _Plan:
         self.by_group: dict[tuple[str, str | None], list[tuple[NodeState, Timeline]]] = {}
         self.times: dict[str, list[float]] = {}  # pool -> times some timeline grows (and now), ascending
         self.rooms: dict[QuotaNode, RoomLine] = {}
+        # (pool, model) -> (GPUs, CPU, memory, run, the earliest a node held them): floors for `_bound`
+        self.bounds: dict[tuple[str, str | None], list[tuple[int, int, int, float, float]]] = {}
         self.rough: RoughPlan | None = None  # made for the first job past the exact ones
         now = self.now
         for node in state.capacity.nodes.values():
@@ -224,12 +228,15 @@ class _Plan:
         # quota's levels; for a one-pod job it is most often the answer.
         _, big_g, big_c, big_m = demand.order[0]
         earliest: dict[str | None, float] = {}
+        # per model, the nodes that can start the largest pod at its bound when all were scanned: for a gang
+        # of one pod size, the only nodes placement can use at that time
+        at_bound: dict[str | None, tuple[float, list[tuple[NodeState, Timeline]] | None]] = {}
         for model in models:
-            bound = min((line.earliest(big_g, big_c, big_m, duration)
-                         for _, line in self.by_group.get((pool, model), ())), default=FOREVER)
+            at_bound[model] = self._bound(pool, model, big_g, big_c, big_m, duration)
+            bound = at_bound[model][0]
             if needs_quota and bound < FOREVER:
                 request = demand.request(model)
-                bound = max([bound, *(line.earliest(request, duration) for level in qnode.chain  # type: ignore[union-attr]
+                bound = max([bound, *(line.earliest(request, duration, bound) for level in qnode.chain  # type: ignore[union-attr]
                                       if not (line := self._room(level)).always_covers(request))])
             earliest[model] = bound
         first = min(earliest.values(), default=FOREVER)
@@ -246,7 +253,10 @@ class _Plan:
                                            for level in qnode.chain  # type: ignore[union-attr]
                                            for line in (self._room(level),)):
                     continue
-                placed = self._place(demand, pool, model, t, end, (least_g, least_c, least_m))
+                node_bound, nodes = at_bound[model]
+                if nodes is None or demand.shape is None or t != node_bound:
+                    nodes = self.by_group.get((pool, model), [])
+                placed = self._place(demand, nodes, t, end, (least_g, least_c, least_m))
                 if placed is None:
                     continue
                 for node, pg, pc, pm in placed:
@@ -259,12 +269,36 @@ class _Plan:
                 return Estimate(t)
         return Estimate(None, UNKNOWN_NO_LIMIT)
 
-    def _place(self, demand: Demand, pool: str, model: str | None, start: float, end: float,
+    def _bound(self, pool: str, model: str | None, g: int, c: int, m: int,
+               duration: float) -> tuple[float, list[tuple[NodeState, Timeline]] | None]:
+        """The earliest time some node of (pool, model) holds (g, c, m) for `duration`, and the nodes that
+        can start it then (None when the scan stopped early). Plans only take capacity, so an earlier answer
+        for a pod and run no larger is a floor: the scan starts there and stops at the first node that can
+        start there."""
+        found = self.bounds.setdefault((pool, model), [])
+        floor = max((t for fg, fc, fm, fd, t in found if fg <= g and fc <= c and fm <= m and fd <= duration),
+                    default=self.now)
+        bound = FOREVER
+        at: list[tuple[NodeState, Timeline]] | None = []
+        for pair in self.by_group.get((pool, model), ()):
+            t = pair[1].earliest(g, c, m, duration, floor)
+            if t < bound:
+                bound = t
+                if t <= floor:
+                    at = None
+                    break
+                at = [pair]
+            elif t == bound and t < FOREVER:
+                at.append(pair)  # type: ignore[union-attr]
+        found.append((g, c, m, duration, bound))
+        return bound, at
+
+    def _place(self, demand: Demand, nodes: Iterable[tuple[NodeState, Timeline]], start: float, end: float,
                least: tuple[int, int, int]) -> list[tuple[NodeState, int, int, int]] | None:
-        """§2 placement over the least capacity each node has during `[start, end)`."""
+        """§2 placement over the least capacity each of `nodes` has during `[start, end)`."""
         lg, lc, lm = least
         available: dict[NodeState, list[int]] = {}
-        for node, line in self.by_group.get((pool, model), ()):
+        for node, line in nodes:
             amounts = line.least_at_least(start, end, lg, lc, lm)
             if amounts is not None:
                 available[node] = amounts
