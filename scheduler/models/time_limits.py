@@ -13,7 +13,8 @@ from scheduler.states import JobStatus
 
 class JobTimeLimits(models.Model):
     # Written with the queue position each cycle while pending: the earliest start the plan found, or
-    # none with why (`estimate_unknown`: no_limit, far_back or never; engine/types.py UNKNOWN_*).
+    # none with why (`estimate_unknown`: no_limit, far_back or never; engine/types.py UNKNOWN_*); beside a
+    # start, `estimate_unknown` is "rough" for a rough one (ESTIMATE_ROUGH, engine/plan_rough.py).
     estimated_start_at = models.DateTimeField(null=True, blank=True, help_text="Start estimate while pending (§2d).")
     estimate_unknown = models.CharField(max_length=16, blank=True, help_text="Why there is no start estimate.")
 

@@ -16,7 +16,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from scheduler.engine.reasons import MEMBER, Audience, preemption_text, render, staff
-from scheduler.engine.types import PREEMPT_RECLAIM, PREEMPT_WITHIN, Decisions
+from scheduler.engine.types import ESTIMATE_ROUGH, PREEMPT_RECLAIM, PREEMPT_WITHIN, Decisions
 from scheduler.engine_rows import SnapshotIndex
 from scheduler.executors import get_executor
 from scheduler.models import AllocationSample, Job, JobEvent, JobPreemption, Node, Pod
@@ -235,9 +235,14 @@ def _apply_pending(decisions: Decisions, index: SnapshotIndex, changed: list[Job
     _store_estimates(decisions, index, changed)
 
 
+ROUGH_STORE_S = 300  # a rough estimate is stored to 5 min
+
+
 def _store_estimates(decisions: Decisions, index: SnapshotIndex, changed: list[Job]) -> None:
     """DESIGN §2d: each pending job's start estimate (to the second) or why it has none, written only when
-    it changed: one UPDATE per distinct value (few: only the first jobs of a pool get a time)."""
+    it changed: one UPDATE per distinct value. A rough estimate (a job past the exact ones of its pool,
+    engine/plan_rough.py) is stored to ROUGH_STORE_S with "rough" as its kind, so that the many jobs far
+    back share a few values and a small move of theirs writes nothing."""
     by_value: dict[tuple[datetime | None, str], list[int]] = defaultdict(list)
     told = {job.pk for job in changed}  # the live list hears of each changed job once
     for key in decisions.pending:
@@ -247,6 +252,9 @@ def _store_estimates(decisions: Decisions, index: SnapshotIndex, changed: list[J
             value: tuple[datetime | None, str] = (None, "")
         elif estimate.start is None:
             value = (None, estimate.unknown or "")
+        elif estimate.rough:
+            start = round(estimate.start / ROUGH_STORE_S) * ROUGH_STORE_S
+            value = (datetime.fromtimestamp(start, tz=UTC), ESTIMATE_ROUGH)
         else:
             value = (datetime.fromtimestamp(round(estimate.start), tz=UTC), "")
         if (job.estimated_start_at, job.estimate_unknown) != value:

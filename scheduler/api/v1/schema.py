@@ -59,8 +59,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "queue_position": "Place in its pool's queue while pending (1 = next).",
         "estimated_start_at": "While pending: the earliest start the scheduler's plan finds from the time limits "
                               "of the jobs ahead (DESIGN §2d); null when unknown (see start_estimate).",
-        "start_estimate": "The estimate as members read it: 'starts in about 2 h 10 min', 'unknown: depends on jobs "
-                          "with no time limit', 'unknown: far back in the queue'; empty when not pending.",
+        "start_estimate": "The estimate as members read it: 'starts in about 2 h 10 min', 'starts in about 3 d 4 h "
+                          "(rough)' (planned on the pool's total capacity, for a job far back in the queue), "
+                          "'unknown: depends on jobs with no time limit', 'unknown: far back in the queue'; empty "
+                          "when not pending.",
         "time_limit_note": "A running job near its maximum running time: 'time limit in 4 min'; else empty.",
         "waiting_reason": "Why it waits, or why it ended.",
         "waiting_reason_code": "The kind of the scheduler's waiting reason: quota_full, max_reached, no_capacity, "
