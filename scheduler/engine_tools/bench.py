@@ -32,6 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from scheduler.engine.cycle import run_cycle
+from scheduler.engine.plan import EXACT_PER_POOL, ROUGH_PER_POOL
 from scheduler.engine.types import (
     IDLE_ACCEPTABLE,
     IDLE_OFF,
@@ -211,22 +212,24 @@ def build_synthetic_snapshot(
                     now=BENCH_NOW if time_limits else None)
 
 
-def measure_estimates(nodes: int = 5000, pending: int = 50000, seed: int = 0, repeat: int = 3) -> dict:
+def measure_estimates(nodes: int = 5000, pending: int = 50000, seed: int = 0, repeat: int = 3,
+                      exact: int = EXACT_PER_POOL, rough: int = ROUGH_PER_POOL) -> dict:
     """DESIGN §2d's cost: the quiet snapshot with time limits, its cycle timed with the start estimates
-    (`run_cycle`) and without them (the same steps, the plan left out), side by side (medians of `repeat`,
-    alternating)."""
+    (`run_cycle`, `exact` and `rough` estimates per pool) and without them (the same steps, the plan left
+    out), side by side (medians of `repeat`, alternating)."""
     snapshot = build_synthetic_snapshot(nodes, pending=pending, seed=seed, time_limits=True)
     with_plan, without = [], []
     decisions = Decisions()
     for _ in range(repeat):
         start = time.process_time()
-        decisions = run_cycle(snapshot)
+        decisions = run_cycle(snapshot, estimates=exact, rough=rough)
         with_plan.append(time.process_time() - start)
         start = time.process_time()
         _cycle_without_plan(snapshot)
         without.append(time.process_time() - start)
     known = sum(1 for e in decisions.estimates.values() if e.start is not None)
-    return {"nodes": nodes, "queued": pending, "pending": len(decisions.pending), "estimated": known,
+    roughly = sum(1 for e in decisions.estimates.values() if e.rough)
+    return {"nodes": nodes, "queued": pending, "pending": len(decisions.pending), "estimated": known, "rough": roughly,
             "with_estimates_cpu_s": round(statistics.median(with_plan), 4),
             "without_estimates_cpu_s": round(statistics.median(without), 4),
             "ratio": round(statistics.median(with_plan) / statistics.median(without), 3)}

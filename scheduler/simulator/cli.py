@@ -352,6 +352,7 @@ def _estimate_lines(all_figures: Mapping[str, dict]) -> list[str]:
     return [
         f"estimates [{policy}]: {q['within']:,} of {q['judged']:,} jobs that waited 10 min or more within 25 % "
         f"of their wait or 15 min ({q['within_share']}); {q['unknown']:,} unknown; median error {q['median_error_s']} s"
+        f"; rough: {q['rough_within']:,} of {q['rough']:,} within"
         for policy, figures in all_figures.items() if (q := figures.get("estimate_quality"))
     ]
 

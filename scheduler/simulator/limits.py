@@ -16,7 +16,8 @@ preemption may need a little more than its limit; the plan then counts it as end
 
 `estimate_quality(outcomes)`: of the jobs that waited at least 10 min, the share whose first estimate
 (made at the first cycle that saw the job pending) was within 25 % of its wait, or 15 min, of its real
-first start; jobs with no estimate (unknown) count as misses.
+first start; jobs with no estimate (unknown) count as misses; rough estimates (`engine/plan_rough.py`) are
+counted apart as well.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def time_limit(model: str, run_s: float) -> float | None:
 
 
 def estimate_quality(outcomes: Iterable[JobOutcome]) -> dict:
-    judged = hits = unknown = 0
+    judged = hits = unknown = rough = rough_hits = 0
     errors: list[float] = []
     for job in outcomes:
         if job.rejected or job.first_start_s is None or job.estimate_made_s is None:
@@ -69,8 +70,10 @@ def estimate_quality(outcomes: Iterable[JobOutcome]) -> dict:
             continue
         error = job.estimated_start_s - job.first_start_s
         errors.append(error)
-        if abs(error) <= max(CLOSE_S, CLOSE_SHARE * wait):
-            hits += 1
+        hit = abs(error) <= max(CLOSE_S, CLOSE_SHARE * wait)
+        hits += hit
+        rough += job.estimate_rough
+        rough_hits += hit and job.estimate_rough
     errors.sort()
     return {
         "judged": judged,
@@ -78,6 +81,8 @@ def estimate_quality(outcomes: Iterable[JobOutcome]) -> dict:
         "within_share": round(hits / judged, 4) if judged else None,
         "unknown": unknown,
         "median_error_s": round(errors[len(errors) // 2], 1) if errors else None,
+        "rough": rough,  # of the judged, how many had a rough first estimate, and how many of those were within
+        "rough_within": rough_hits,
     }
 
 
@@ -86,7 +91,7 @@ def note_first_estimates(decisions: Decisions, by_name: Mapping[str, SimJob], no
     for name, estimate in decisions.estimates.items():
         out = by_name[name].out
         if out.estimate_made_s is None and out.first_start_s is None:
-            out.estimate_made_s, out.estimated_start_s = now, estimate.start
+            out.estimate_made_s, out.estimated_start_s, out.estimate_rough = now, estimate.start, estimate.rough
 
 
 def estimate_heads(classes: Iterable[JobClass], quota_pool: Mapping[str, str], depth: int) -> list[int]:

@@ -101,6 +101,7 @@ class JobOutcome:
     # §2d: the first start estimate the engine gave it (None: unknown), and when (None: never estimated)
     estimated_start_s: float | None = None
     estimate_made_s: float | None = None
+    estimate_rough: bool = False  # that first estimate was a rough one (past the exact ones of its pool)
     # §2c: elastic under the model (elastic.py); its shrinks and growths, and what they cost: work redone,
     # the restart overhead of the runs after them, the grace period of the pods a shrink removed
     elastic: bool = False
