@@ -58,9 +58,9 @@ if TYPE_CHECKING:
 
 # Pending jobs per pool given an exact estimate (pending order) by default (`run_cycle(estimates=...)`);
 # measured in docs/scheduling.md.
-EXACT_PER_POOL = 40
-# Pending jobs per pool after those given a rough estimate (`plan_rough`); measured in docs/scheduling.md.
-ROUGH_PER_POOL = 2000
+EXACT_PER_POOL = 20
+# Pending jobs per pool after the exact ones given a rough estimate (`plan_rough`); measured in docs/scheduling.md.
+ROUGH_PER_POOL = 1000
 FAR_BACK = Estimate(None, UNKNOWN_FAR_BACK)  # one value for the many jobs past the exact ones
 
 
@@ -91,18 +91,13 @@ class _Plan:
         # (quota, model, end) -> what its In Quota jobs give back to its guarantee then
         self.quota_ends: dict[tuple[str, str | None, float], tuple[int, int, int]] = {}
         self._load_ends()
-        room_releases: dict[QuotaNode, list[tuple[float, dict[str, int]]]] = {}
-        for (quota, model, end), (g, c, m) in self.quota_ends.items():
-            qnode = state.quotas.get(quota)
-            if qnode is not None:
-                for level in qnode.chain:
-                    room_releases.setdefault(level, []).append((end, vector(g, model, c, m)))
+        # a quota level -> what its In Quota jobs give back, and when: made for a level when a scan needs it
+        self.room_releases: dict[QuotaNode, list[tuple[float, dict[str, int]]]] = {}
+        self.room_holds: dict[QuotaNode, list[tuple[float, float, dict[str, int]]]] = {}  # the exact plans' holds
         for node, releases in self.node_releases.items():
             for _, g, c, m in (r for r in releases if r[0] <= now):
                 self.lines[node].add(now, FOREVER, g, c, m)
             self.lines[node].grow_at([r for r in releases if r[0] > now])
-        for qnode, releases in room_releases.items():
-            self._room(qnode).grow_at(releases)
         ends_by_pool: dict[str, set[float]] = {}
         for pool, end in self.pool_ends:
             if end > now:
@@ -149,14 +144,18 @@ class _Plan:
             model = self._free_pods(pods, end, node_of)
             if (job.in_quota or job.name in promoted) and job.name not in demoted:
                 self._free_room(job.quota, job.pods[:job.base_count], model, end)
+        admitted, nominated = decided.admitted.get, decided.nominated.get
         for demand in state.queue:
             job = demand.job
-            admission = decided.admitted.get(job.name)
-            reserved = decided.nominated.get(job.name)
-            nodes = admission.nodes if admission is not None else reserved
+            admission = admitted(job.name)
+            nodes = admission.nodes if admission is not None else nominated(job.name)
             if nodes is None:
                 continue
-            limit = self._policy_limit(job)
+            policy = policies.get(job.quota, False)
+            if policy is False:
+                pool = state.quotas.pool(job.quota)
+                policy = policies[job.quota] = snapshot.policy_of(pool) if pool is not None else None
+            limit = time_limit(job, policy) if policy is not None else None  # type: ignore[arg-type]
             if limit is None:
                 continue
             model = self._free_pods(list(zip(job.pods, nodes, strict=False)), now + limit, node_of)
@@ -165,7 +164,7 @@ class _Plan:
 
     def _free_pods(self, pods: list[tuple[Pod, str]], end: float, node_of: dict[str, NodeState]) -> str | None:
         """The pods' capacity comes back at `end`; returns the job's GPU model."""
-        model = None
+        model = pool = None
         lines, releases = self.lines, self.node_releases
         for pod, name in pods:
             node = node_of.get(name)
@@ -178,7 +177,9 @@ class _Plan:
                 held.append((end, pod.gpus, pod.cpu_m, pod.memory_mib))
             if pod.gpus:
                 model = node.model
-            self.pool_ends.add((node.pool, end))
+            pool = node.pool
+        if pool is not None:  # a job's pods are in one pool
+            self.pool_ends.add((pool, end))
         return model
 
     def _add(self, node: NodeState, start: float, end: float, g: int, c: int, m: int) -> None:
@@ -186,9 +187,24 @@ class _Plan:
 
     def _room(self, qnode: QuotaNode) -> RoomLine:
         line = self.rooms.get(qnode)
-        if line is None:
-            line = self.rooms[qnode] = RoomLine(self.now, qnode.room)
+        if line is None:  # most levels' room covers every request: their releases are never needed
+            line = self.rooms[qnode] = RoomLine(self.now, qnode.room, lambda: self._releases(qnode))
         return line
+
+    def _releases(self, level: QuotaNode) -> list[tuple[float, dict[str, int]]]:
+        """What the In Quota jobs of the level's subtree give back to it, and when."""
+        releases = self.room_releases.get(level)
+        if releases is None:
+            quotas = self.state.quotas
+            releases = self.room_releases[level] = [
+                (end, vector(g, model, c, m)) for (quota, model, end), (g, c, m) in self.quota_ends.items()
+                if (qnode := quotas.get(quota)) is not None and level in qnode.chain]
+        return releases
+
+    def _room_parts(self, level: QuotaNode) -> tuple[dict[str, int], list[tuple[float, dict[str, int]]],
+                                                      list[tuple[float, float, dict[str, int]]]]:
+        """A quota level's room now, what comes back to it and when, and what the exact plans hold of it."""
+        return level.room, self._releases(level), self.room_holds.get(level, [])
 
     def _free_room(self, quota: str, pods: Iterable[Pod], model: str | None, end: float) -> None:
         g = c = m = 0
@@ -218,7 +234,8 @@ class _Plan:
                 return Estimate(None, UNKNOWN_NEVER)
         if rough:
             if self.rough is None:
-                self.rough = RoughPlan(self.now, lambda p, m: self.by_group.get((p, m), ()), self._room)
+                self.rough = RoughPlan(self.now, lambda p, m: self.by_group.get((p, m), ()), self._room,
+                                       self._room_parts)
             return self.rough.estimate(demand, models, duration, qnode.chain if needs_quota else None)  # type: ignore[union-attr]
         least_g = min(s[1] for s in demand.order)
         least_c = min(s[2] for s in demand.order)
@@ -264,6 +281,7 @@ class _Plan:
                 if needs_quota:
                     for level in qnode.chain:  # type: ignore[union-attr]
                         self._room(level).add(t, end, request, -1)
+                        self.room_holds.setdefault(level, []).append((t, end, request))
                 if end < FOREVER and times[bisect_left(times, end) % len(times)] != end:
                     insort(times, end)  # capacity comes back at the plan's end: a new time to try
                 return Estimate(t)

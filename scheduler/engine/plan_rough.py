@@ -30,7 +30,7 @@ from math import ceil, floor
 from typing import TYPE_CHECKING
 
 from .plan_timelines import FOREVER, RoomLine, Timeline
-from .types import UNKNOWN_NO_LIMIT, Estimate
+from .types import CPU, MEMORY, UNKNOWN_NO_LIMIT, Estimate, gpu_key
 
 if TYPE_CHECKING:
     from .capacity import NodeState
@@ -61,21 +61,6 @@ def grid_down(now: float, t: float) -> float:
     return max(now, float(floor(t / step) * step))
 
 
-def _deltas(times: list[float], values: Iterable[list[int]], now: float) -> dict[float, list[int]]:
-    """The steps of a piecewise-constant vector moved onto the grid: a rise at the grid time at or after it,
-    a fall at the one at or before it."""
-    out: dict[float, list[int]] = {}
-    previous: list[int] | None = None
-    for t, value in zip(times, values, strict=True):
-        if previous is not None:
-            for k, (new, old) in enumerate(zip(value, previous, strict=True)):
-                if new != old:
-                    at = grid_up(now, t) if new > old else grid_down(now, t)
-                    out.setdefault(at, [0] * len(value))[k] += new - old
-        previous = value
-    return out
-
-
 def _move(moves: dict[float, list[int]], at: float, g: int, c: int, m: int) -> None:
     move = moves.get(at)
     if move is None:
@@ -91,12 +76,18 @@ class RoughPlan:
     (exact or rough)."""
 
     def __init__(self, now: float, node_lines: Callable[[str, str | None], Iterable[tuple[NodeState, Timeline]]],
-                 room: Callable[[QuotaNode], RoomLine]) -> None:
+                 exact_room: Callable[[QuotaNode], RoomLine], room_parts: Callable[[QuotaNode], tuple[dict[str, int], list[tuple[float, dict[str, int]]],
+                                                         list[tuple[float, float, dict[str, int]]]]]) -> None:
         self.now = now
         self.node_lines = node_lines  # (pool, model) -> its nodes' exact timelines
-        self.exact_room = room  # a quota level -> its exact room line
+        self.exact_room = exact_room  # a quota level -> its exact room line (whose `low` spares most scans)
+        self.room_parts = room_parts  # a quota level -> its room now, its releases, the exact plans' holds
         self.lines: dict[tuple[str, str | None], Timeline] = {}
-        self.rooms: dict[QuotaNode, RoomLine] = {}
+        # (quota level, GPU key) -> its room in (those GPUs, CPU, memory) as a step function, and the least of
+        # each at any time (a level that always covers a request needs no scan)
+        self.rooms: dict[tuple[QuotaNode, str], tuple[Timeline, list[int]]] = {}
+        self.held: dict[QuotaNode, list[tuple[float, float, str, int, int, int]]] = {}  # rough plans' holds
+        self.taken: dict[QuotaNode, dict[str, int]] = {}  # a level -> what rough plans hold of it, in all
         self.fitted: dict[tuple[str, str | None, int], float] = {}  # (pool, model, GPUs) -> where they last fitted
 
     def line(self, pool: str, model: str | None) -> Timeline:
@@ -129,22 +120,29 @@ class RoughPlan:
         line.grow_at([(at, *move) for at, move in moves.items()])
         return line
 
-    def room(self, level: QuotaNode) -> RoomLine:
-        """A quota level's room on the grid, made from its exact room line when first asked for."""
-        line = self.rooms.get(level)
-        if line is not None:
-            return line
-        times, rooms = self.exact_room(level).segments()
-        keys = sorted({key for room in rooms for key in room})
-        values = [[room.get(key, 0) for key in keys] for room in rooms]
-        moves = _deltas(times, values, self.now)
-        first = moves.pop(self.now, [0] * len(keys))
-        line = self.rooms[level] = RoomLine(self.now, {k: v + d for k, v, d in zip(keys, values[0], first, strict=True)})
-        line.grow_at([(at, dict(zip(keys, move, strict=True))) for at, move in moves.items()])
-        # the exact plan's holds may leave less room later than now: `low` is the least there is at any time
-        _, grid_rooms = line.segments()
-        line.low = {key: min(room.get(key, 0) for room in grid_rooms) for key in keys}
-        return line
+    def room(self, level: QuotaNode, key: str) -> tuple[Timeline, list[int]]:
+        """A quota level's room in GPUs of `key` (none for ""), CPU and memory, on the grid, from the exact
+        plan's releases and holds and the rough plans' holds so far, when first asked for."""
+        found = self.rooms.get((level, key))
+        if found is not None:
+            return found
+        now = self.now
+        room, releases, holds = self.room_parts(level)
+        moves: dict[float, list[int]] = {}
+        for t, amounts in releases:
+            _move(moves, grid_up(now, t), amounts.get(key, 0), amounts.get(CPU, 0), amounts.get(MEMORY, 0))
+        for start, end, amounts in holds:
+            g, c, m = amounts.get(key, 0), amounts.get(CPU, 0), amounts.get(MEMORY, 0)
+            _move(moves, grid_down(now, start), -g, -c, -m)
+            if end < FOREVER:
+                _move(moves, grid_up(now, end), g, c, m)
+        first = moves.pop(now, [0, 0, 0])
+        line = Timeline(now, room.get(key, 0) + first[0], room.get(CPU, 0) + first[1], room.get(MEMORY, 0) + first[2])
+        line.grow_at([(at, *move) for at, move in moves.items()])
+        for start, end, held_key, g, c, m in self.held.get(level, ()):
+            line.add(start, end, -g if held_key == key else 0, -c, -m)
+        found = self.rooms[(level, key)] = (line, [min(line.g), min(line.c), min(line.m)])
+        return found
 
     def estimate(self, demand: Demand, models: list[str | None], duration: float,
                  chain: tuple[QuotaNode, ...] | None) -> Estimate:
@@ -158,18 +156,36 @@ class RoughPlan:
             key = (pool, model, g)
             since = self._first_with(line, self.fitted.get(key, self.now), g)
             self.fitted[key] = since
-            t = self._fit(line, g, c, m, demand.request(model) if chain else None, chain, duration, since)
+            t = self._fit(line, (g, c, m), demand.request(model), self._key(g, model), chain, duration, since)
             if t < best:
                 best, best_model = t, model
         if best == FOREVER:
             return Estimate(None, UNKNOWN_NO_LIMIT)
         end = best + duration  # not rounded: a queue of short jobs would drift a step per job
         self.line(pool, best_model).add(best, end, -g, -c, -m)
-        if chain:
-            request = demand.request(best_model)
-            for level in chain:
-                self.room(level).add(best, end, request, -1)
+        for level in chain or ():
+            held_key = self._key(g, best_model)
+            taken = self.taken.setdefault(level, {})
+            for name, amount in demand.request(best_model).items():
+                taken[name] = taken.get(name, 0) + amount
+            self.held.setdefault(level, []).append((best, end, held_key, g, c, m))
+            for (room_level, key), (room, low) in self.rooms.items():  # a level has a line or two
+                if room_level is level:
+                    dg = g if key == held_key else 0
+                    room.add(best, end, -dg, -c, -m)
+                    low[0], low[1], low[2] = low[0] - dg, low[1] - c, low[2] - m
         return Estimate(best, rough=True)
+
+    def _covers(self, level: QuotaNode, request: dict[str, int]) -> bool:
+        """The level's room covers `request` at every time, whatever the plans hold (its exact line's `low`,
+        less all the rough plans hold of it)."""
+        low = self.exact_room(level).low
+        taken = self.taken.get(level, {})
+        return all(need <= low.get(name, 0) - taken.get(name, 0) for name, need in request.items())
+
+    @staticmethod
+    def _key(g: int, model: str | None) -> str:
+        return gpu_key(model) if g and model is not None else ""
 
     @staticmethod
     def _first_with(line: Timeline, since: float, g: int) -> float:
@@ -183,15 +199,19 @@ class RoughPlan:
             i += 1
         return times[i] if i < n else FOREVER
 
-    def _fit(self, line: Timeline, g: int, c: int, m: int, request: dict[str, int] | None,
+    def _fit(self, line: Timeline, size: tuple[int, int, int], request: dict[str, int], key: str,
              chain: tuple[QuotaNode, ...] | None, duration: float, since: float) -> float:
+        g, c, m = size
         t = line.earliest(g, c, m, duration, since) if since < FOREVER else FOREVER
-        while t < FOREVER and chain and request is not None:
+        qg = g if key else 0  # GPUs of no model count against no guarantee
+        while t < FOREVER and chain:
             later = t
             for level in chain:
-                room = self.room(level)
-                if not room.always_covers(request):
-                    later = max(later, room.earliest(request, duration, later))
+                if self._covers(level, request):
+                    continue
+                room, low = self.room(level, key)
+                if low[0] < qg or low[1] < c or low[2] < m:
+                    later = max(later, room.earliest(qg, c, m, duration, later))
             if later == t:
                 return t
             t = line.earliest(g, c, m, duration, later) if later < FOREVER else FOREVER

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
+
+from .types import CPU, MEMORY
 
 FOREVER = math.inf
 
@@ -51,10 +54,11 @@ class Timeline:
         """Add this much over `[start, end)` (negative: a plan holds it)."""
         i = self._split(start)
         j = self._split(end) if end < FOREVER else len(self.times)
+        gs, cs, ms = self.g, self.c, self.m
         for k in range(i, j):
-            self.g[k] += g
-            self.c[k] += c
-            self.m[k] += m
+            gs[k] += g
+            cs[k] += c
+            ms[k] += m
 
     def least_at_least(self, start: float, end: float, lg: int, lc: int, lm: int) -> list[int] | None:
         """`least(start, end)` as a list when every amount stays at least (lg, lc, lm), else None (found
@@ -123,108 +127,71 @@ class Timeline:
 
 
 class RoomLine:
-    """A quota level's room (`min − inq`, per resource key) from `now` on, piecewise constant."""
+    """A quota level's room (`min − inq`, per resource key) from `now` on, piecewise constant. A request
+    names at most one GPU key besides CPU and memory, so the room is kept per GPU key as a `Timeline` of
+    (those GPUs, CPU, memory), made when a scan first needs that key; a hold takes CPU and memory off every
+    key's line."""
 
-    __slots__ = ("times", "rooms", "low", "later")
+    __slots__ = ("now", "room", "low", "holds_kept", "lines", "growth", "releases")
 
-    def __init__(self, now: float, room: dict[str, int]) -> None:
-        self.times = [now]
-        self.rooms = [dict(room)]
+    def __init__(self, now: float, room: dict[str, int],
+                 growth: Callable[[], list[tuple[float, dict[str, int]]]] | None = None) -> None:
+        self.now = now
+        self.room = dict(room)
         # At most this little room at any time, per key: room only grows from `now` but for what plans
         # hold, which `add` takes off here too. A level whose `low` covers a request needs no scan.
         self.low = dict(room)
-        self.later: list[tuple[float, float, dict[str, int]]] = []  # plans' holds not applied yet
-
-    def _apply(self) -> None:
-        """Apply the holds kept back: a line whose `low` covers every request never needs them."""
-        later, self.later = self.later, []
-        for start, end, amounts in later:
-            self._add(start, end, amounts, -1)
+        self.holds_kept: list[tuple[float, float, dict[str, int]]] = []  # plans' holds, for lines made later
+        self.lines: dict[str, Timeline] = {}
+        self.growth = growth  # the releases (`grow_at`), asked for when a line is first made
+        self.releases: list[tuple[float, dict[str, int]]] = []
 
     def always_covers(self, request: dict[str, int]) -> bool:
         low = self.low
         return all(need <= low.get(key, 0) for key, need in request.items())
 
     def grow_at(self, releases: list[tuple[float, dict[str, int]]]) -> None:
-        """Add each release from its time on (times > now), in one pass."""
-        releases.sort(key=lambda r: r[0])
-        room = dict(self.rooms[-1])
-        for t, amounts in releases:
-            for key, amount in amounts.items():
-                room[key] = room.get(key, 0) + amount
-            if t == self.times[-1]:
-                self.rooms[-1] = dict(room)
-            else:
-                self.times.append(t)
-                self.rooms.append(dict(room))
+        """Add each release from its time on (times > now); before any scan."""
+        self.releases.extend(releases)
 
-    def _split(self, t: float) -> int:
-        i = bisect_left(self.times, t)
-        if i < len(self.times) and self.times[i] == t:
-            return i
-        self.times.insert(i, t)
-        self.rooms.insert(i, dict(self.rooms[i - 1]))
-        return i
+    @staticmethod
+    def _parts(request: dict[str, int]) -> tuple[str, int, int, int]:
+        key, g = "", 0
+        for name, amount in request.items():
+            if name != CPU and name != MEMORY:
+                key, g = name, amount
+        return key, g, request.get(CPU, 0), request.get(MEMORY, 0)
+
+    def _line(self, key: str) -> Timeline:
+        line = self.lines.get(key)
+        if line is None:
+            if self.growth is not None:
+                growth, self.growth = self.growth, None
+                self.releases.extend(growth())
+            room = self.room
+            line = self.lines[key] = Timeline(self.now, room.get(key, 0), room.get(CPU, 0), room.get(MEMORY, 0))
+            line.grow_at([(t, a.get(key, 0), a.get(CPU, 0), a.get(MEMORY, 0)) for t, a in self.releases])
+            for start, end, amounts in self.holds_kept:
+                line.add(start, end, -amounts.get(key, 0), -amounts.get(CPU, 0), -amounts.get(MEMORY, 0))
+        return line
 
     def add(self, start: float, end: float, amounts: dict[str, int], sign: int) -> None:
-        """Add (sign 1) or hold (sign -1) `amounts` over `[start, end)`; holds wait until a scan needs them."""
-        if sign > 0:
-            self._apply()
-            self._add(start, end, amounts, sign)
-            return
+        """Hold (sign -1) `amounts` over `[start, end)`; lines not made yet take it when they are."""
+        assert sign < 0, "rooms only grow by releases"
         for key, amount in amounts.items():
             self.low[key] = self.low.get(key, 0) - amount
-        self.later.append((start, end, amounts))
-
-    def _add(self, start: float, end: float, amounts: dict[str, int], sign: int) -> None:
-        i = self._split(start)
-        j = self._split(end) if end < FOREVER else len(self.times)
-        for k in range(i, j):
-            room = self.rooms[k]
-            for key, amount in amounts.items():
-                room[key] = room.get(key, 0) + sign * amount
+        self.holds_kept.append((start, end, amounts))
+        held, g, c, m = self._parts(amounts)
+        for key, line in self.lines.items():
+            line.add(start, end, -g if key == held else 0, -c, -m)
 
     def earliest(self, request: dict[str, int], duration: float, since: float | None = None) -> float:
         """The earliest time, `since` or a later segment start (any time without `since`), from which the room
         covers `request` for `duration`; FOREVER if none."""
-        self._apply()
-        times, rooms = self.times, self.rooms
-        n = len(times)
-
-        def covers(k: int) -> bool:
-            room = rooms[k]
-            return all(need <= room.get(key, 0) for key, need in request.items())
-        i = 0 if since is None else max(bisect_right(times, since) - 1, 0)
-        while i < n:
-            if not covers(i):
-                i += 1
-                continue
-            start = times[i] if since is None or times[i] > since else since
-            end = start + duration
-            j = i + 1
-            while j < n and times[j] < end and covers(j):
-                j += 1
-            if j == n or times[j] >= end:
-                return start
-            i = j + 1
-        return FOREVER
-
-    def segments(self) -> tuple[list[float], list[dict[str, int]]]:
-        """The room's times and amounts, every hold applied (read only)."""
-        self._apply()
-        return self.times, self.rooms
+        key, g, c, m = self._parts(request)
+        return self._line(key).earliest(g, c, m, duration, since)
 
     def holds(self, start: float, end: float, request: dict[str, int]) -> bool:
         """The room covers `request` all over `[start, end)`."""
-        self._apply()
-        times = self.times
-        i = bisect_right(times, start) - 1
-        n = len(times)
-        while True:
-            room = self.rooms[i]
-            for key, need in request.items():
-                if need > room.get(key, 0):
-                    return False
-            i += 1
-            if i >= n or times[i] >= end:
-                return True
+        key, g, c, m = self._parts(request)
+        return self._line(key).least_at_least(start, end, g, c, m) is not None
