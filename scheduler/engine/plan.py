@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 # measured in docs/scheduling.md.
 EXACT_PER_POOL = 20
 # Pending jobs per pool after the exact ones given a rough estimate (`plan_rough`); measured in docs/scheduling.md.
-ROUGH_PER_POOL = 1000
+ROUGH_PER_POOL = 500
 FAR_BACK = Estimate(None, UNKNOWN_FAR_BACK)  # one value for the many jobs past the exact ones
 
 
@@ -130,17 +130,22 @@ class _Plan:
             end = planned_end(job, policy)  # type: ignore[arg-type]
             if end is None:
                 continue  # it frees nothing the plan can count on
-            end = max(end, now)
-            pods = list(zip(job.pods, job.nodes, strict=False))
-            if job.elastic is not None:
-                shrink = decided.shrunk.get(job.name)
-                if shrink is not None:  # shrunk pods are being released already
-                    gone = {job.base_count + k for k, index in enumerate(job.elastic.extra) if index in shrink.indexes}
-                    pods = [p for k, p in enumerate(pods) if k not in gone]
-                growth = decided.grown.get(job.name)
-                if growth is not None:
-                    pod = next(p for p in job.pods if p.role == job.elastic.role)
-                    pods += [(pod, name) for name in growth.nodes]
+            if end < now:
+                end = now
+            if job.elastic is None:
+                model = self._free_pods(zip(job.pods, job.nodes, strict=False), end, node_of)
+                if (job.in_quota or job.name in promoted) and job.name not in demoted:
+                    self._free_room(job.quota, job.pods, model, end)
+                continue
+            pods = list(zip(job.pods, job.nodes, strict=False))  # an elastic job: its pods now
+            shrink = decided.shrunk.get(job.name)
+            if shrink is not None:  # shrunk pods are being released already
+                gone = {job.base_count + k for k, index in enumerate(job.elastic.extra) if index in shrink.indexes}
+                pods = [p for k, p in enumerate(pods) if k not in gone]
+            growth = decided.grown.get(job.name)
+            if growth is not None:
+                pod = next(p for p in job.pods if p.role == job.elastic.role)
+                pods += [(pod, name) for name in growth.nodes]
             model = self._free_pods(pods, end, node_of)
             if (job.in_quota or job.name in promoted) and job.name not in demoted:
                 self._free_room(job.quota, job.pods[:job.base_count], model, end)
@@ -162,7 +167,7 @@ class _Plan:
             if admission is None or admission.in_quota:  # a nominated job counts In Quota
                 self._free_room(job.quota, job.pods, model, now + limit)
 
-    def _free_pods(self, pods: list[tuple[Pod, str]], end: float, node_of: dict[str, NodeState]) -> str | None:
+    def _free_pods(self, pods: Iterable[tuple[Pod, str]], end: float, node_of: dict[str, NodeState]) -> str | None:
         """The pods' capacity comes back at `end`; returns the job's GPU model."""
         model = pool = None
         lines, releases = self.lines, self.node_releases

@@ -108,8 +108,17 @@ class RoughPlan:
                 dg, dc, dm = g - pg, c - pc, m - pm
                 pg, pc, pm = g, c, m
                 if dg >= 0 and dc >= 0 and dm >= 0:  # capacity comes back (or nothing changes)
-                    if dg or dc or dm:
-                        _move(moves, grid_up(now, times[i]), dg, dc, dm)
+                    if dg or dc or dm:  # `grid_up`, inline: most steps are these (times[i] > now)
+                        t = times[i]
+                        step = GRID_STEP_S << (int(t - now) // GRID_FIRST_S).bit_length()
+                        at = float(ceil(t / step) * step)
+                        move = moves.get(at)
+                        if move is None:
+                            moves[at] = [dg, dc, dm]
+                        else:
+                            move[0] += dg
+                            move[1] += dc
+                            move[2] += dm
                 elif dg <= 0 and dc <= 0 and dm <= 0:  # a plan holds it
                     _move(moves, grid_down(now, times[i]), dg, dc, dm)
                 else:  # both at once: each part on its own side
