@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .fit import tightest
-from .plan_rough import RoughPlan
+from .plan_rough import RoomParts, RoughPlan
 from .plan_timelines import FOREVER, RoomLine, Timeline
 from .resources import vector
 from .time_limits import planned_end, time_limit
@@ -206,8 +206,7 @@ class _Plan:
                 if (qnode := quotas.get(quota)) is not None and level in qnode.chain]
         return releases
 
-    def _room_parts(self, level: QuotaNode) -> tuple[dict[str, int], list[tuple[float, dict[str, int]]],
-                                                      list[tuple[float, float, dict[str, int]]]]:
+    def _room_parts(self, level: QuotaNode) -> RoomParts:
         """A quota level's room now, what comes back to it and when, and what the exact plans hold of it."""
         return level.room, self._releases(level), self.room_holds.get(level, [])
 

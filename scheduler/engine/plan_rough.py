@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from .demand import Demand
     from .quota import QuotaNode
 
+# A quota level's room now, what its In Quota jobs give back and when, and what the exact plans hold of it.
+RoomParts = tuple[dict[str, int], list[tuple[float, dict[str, int]]], list[tuple[float, float, dict[str, int]]]]
+
 GRID_FIRST_S = 2400  # up to this far ahead the grid's step is GRID_STEP_S...
 GRID_STEP_S = 75  # ...then it doubles with each doubling of the time ahead (16 steps per doubling)
 
@@ -76,8 +79,7 @@ class RoughPlan:
     (exact or rough)."""
 
     def __init__(self, now: float, node_lines: Callable[[str, str | None], Iterable[tuple[NodeState, Timeline]]],
-                 exact_room: Callable[[QuotaNode], RoomLine], room_parts: Callable[[QuotaNode], tuple[dict[str, int], list[tuple[float, dict[str, int]]],
-                                                         list[tuple[float, float, dict[str, int]]]]]) -> None:
+                 exact_room: Callable[[QuotaNode], RoomLine], room_parts: Callable[[QuotaNode], RoomParts]) -> None:
         self.now = now
         self.node_lines = node_lines  # (pool, model) -> its nodes' exact timelines
         self.exact_room = exact_room  # a quota level -> its exact room line (whose `low` spares most scans)
