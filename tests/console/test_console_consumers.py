@@ -223,17 +223,23 @@ def _two_jobs(world: World) -> tuple[Job, Job]:
     return mine, theirs
 
 
+async def _job_and_ten_job_lists(live, world: World, cookie) -> tuple[Job, list[WebsocketCommunicator]]:
+    """Alice's job, and ten of her job-list sockets past their snapshots."""
+    mine, _ = await database_sync_to_async(_two_jobs)(world)
+    session = await database_sync_to_async(cookie)(world.alice)
+    sockets = [(await connect(live, "/ws/jobs/", session))[0] for _ in range(10)]
+    for socket in sockets:
+        assert (await socket.receive_json_from(timeout=5))["type"] == "snapshot"
+    return mine, sockets
+
+
 async def test_sockets_sharing_a_read_send_one_encoding(live, world_tx: World, cookie, monkeypatch) -> None:
     """A change seen by many sockets of one user: one read, and its message encoded once on the
     database thread (before: each socket encoded the rows again on the event loop)."""
     from console import consumers
     from console.consumers import JobListConsumer
 
-    mine, _ = await database_sync_to_async(_two_jobs)(world_tx)
-    session = await database_sync_to_async(cookie)(world_tx.alice)
-    sockets = [(await connect(live, "/ws/jobs/", session))[0] for _ in range(10)]
-    for socket in sockets:
-        assert (await socket.receive_json_from(timeout=5))["type"] == "snapshot"
+    mine, sockets = await _job_and_ten_job_lists(live, world_tx, cookie)
     encoded: list[object] = []
     real_async, real_sync = JobListConsumer.encode_json, getattr(consumers, "encode", None)
 
@@ -263,11 +269,7 @@ async def test_a_notice_costs_no_database_thread_hop_per_socket(live, world_tx: 
     fan-out), while a socket's own messages still get them."""
     import channels.consumer
 
-    mine, _ = await database_sync_to_async(_two_jobs)(world_tx)
-    session = await database_sync_to_async(cookie)(world_tx.alice)
-    sockets = [(await connect(live, "/ws/jobs/", session))[0] for _ in range(10)]
-    for socket in sockets:
-        assert (await socket.receive_json_from(timeout=5))["type"] == "snapshot"
+    mine, sockets = await _job_and_ten_job_lists(live, world_tx, cookie)
     hops: list[None] = []
     real = channels.consumer.aclose_old_connections
 
