@@ -107,6 +107,15 @@ async def _snapshot(socket) -> str:
     return await asyncio.wait_for(socket.recv(), 10)
 
 
+async def _one_snapshot(stack: Stack, cookie: str) -> str:
+    """Open a websocket, read its first message, close it."""
+    socket = await _handshake(stack, cookie)
+    try:
+        return await _snapshot(socket)
+    finally:
+        await socket.close()
+
+
 def test_tls_is_served_by_nginx(stack: Stack) -> None:
     with urllib.request.urlopen(stack.url("/accounts/login/"), timeout=30, context=stack.tls()) as response:
         assert response.status == 200 and response.headers["Server"].startswith("nginx")
@@ -125,13 +134,7 @@ def test_no_5xx_from_2_s_after_every_database_connection_is_ended(stack: Stack) 
              ("/nodes/", page)]
     for path, headers in paths * 3:  # every worker has its connections open (pooled or kept)
         assert _status(stack, path, headers) == 200, path
-
-    async def open_one_websocket() -> None:  # the websocket server's pool too
-        socket = await _handshake(stack, cookie)
-        await _snapshot(socket)
-        await socket.close()
-
-    asyncio.run(open_one_websocket())
+    asyncio.run(_one_snapshot(stack, cookie))  # the websocket server's pool too
 
     assert _terminate_backends(stack.database) >= 4
     time.sleep(2)
@@ -154,15 +157,7 @@ def test_no_5xx_from_2_s_after_every_database_connection_is_ended(stack: Stack) 
     for thread in clients:
         thread.join(60)
     assert len(answered) >= 50 and not failures, (failures, len(answered), stack.logs())
-
-    async def snapshot_after() -> str:
-        socket = await _handshake(stack, cookie)
-        try:
-            return await _snapshot(socket)
-        finally:
-            await socket.close()
-
-    assert '"snapshot"' in asyncio.run(snapshot_after())
+    assert '"snapshot"' in asyncio.run(_one_snapshot(stack, cookie))
 
     # The scheduler (its leader lock's session was ended too) and the node worker go on.
     status, job = alice.call("POST", "/api/v1/jobs/", {
