@@ -27,8 +27,9 @@ latest planned end of the jobs running on it; unknown if one has no time limit),
 own planned end (`now` + its time limit) is no later than that start may be placed on the drain set
 (and take victims there); without a limit of its own, or behind an unknown start, it keeps off it.
 Under starvation_hold a holder's planned start is the later of its drain set's and its quota's (when
-the In Quota jobs it needs gone reach their planned ends, `_quota_free_at`), and a later job that ends
-by then may also use the guarantee held for it (`lend_holds`).
+the In Quota jobs it needs gone reach their planned ends, `_quota_free_at`); a later job may use the
+guarantee held for it (`lend_holds`) when it ends by the later of its quota's start and the earliest its
+gang could have nodes at all (`_lend_until`), a bound that does not move with other jobs' drain sets.
 """
 
 from __future__ import annotations
@@ -55,14 +56,14 @@ Hold = tuple[str, Resources]  # starvation_hold: (quota, request) a starving job
 
 class StarvationGuard(CyclePolicy):
     def __init__(self) -> None:
-        self.hold_starts: dict[str, float | None] = {}  # starvation_hold: holder -> its planned start (§2d)
+        self.lend_until: dict[str, float | None] = {}  # starvation_hold: holder -> until when its hold may be lent (§2d)
 
     def before_cycle(self, state: CycleState) -> None:
-        state.drain_sets, state.keep_off = drain_sets(state, self.hold_starts)
+        state.drain_sets, state.keep_off = drain_sets(state, self.lend_until)
 
     def lend_holds(self, state: CycleState, demand: Demand) -> Callable[[], None] | None:
-        """§2d backfill on the quota hold: a job whose planned end (`now` + its limit) is no later than a
-        holder's planned start may use what is held for that holder (it is back before the holder can
+        """§2d backfill on the quota hold: a job whose planned end (`now` + its limit) is no later than
+        `_lend_until` of a holder may use what is held for that holder (it is back before the holder can
         start); returns how to hold it again once the in-quota pass has tried the job."""
         quotas = state.quotas
         if not quotas.holding:
@@ -73,7 +74,7 @@ class StarvationGuard(CyclePolicy):
             return None
         end = (state.now or 0.0) + limit
         lent = [holder for holder in quotas.holding if holder != job.name
-                and (start := self.hold_starts.get(holder)) is not None and end <= start]
+                and (start := self.lend_until.get(holder)) is not None and end <= start]
         if not lent:
             return None
         for holder in lent:
@@ -100,11 +101,11 @@ class StarvationGuard(CyclePolicy):
         return Starving(reason, nodes)
 
 
-def drain_sets(state: CycleState, hold_starts: dict[str, float | None] | None = None,
+def drain_sets(state: CycleState, lend_until: dict[str, float | None] | None = None,
                ) -> tuple[dict[str, tuple[str, ...]], dict[str, frozenset[NodeState]]]:
     """(starving job -> its drain set's node names, job -> the nodes it must not use); under
-    starvation_hold the quotas' holders go to `state.quotas.holders` and their planned starts (§2d: the
-    later of their drain set's and their quota's) to `hold_starts`. When some job must keep off nodes or
+    starvation_hold the quotas' holders go to `state.quotas.holders` and until when what is held for each
+    may be lent (§2d, `_lend_until`) to `lend_until`. When some job must keep off nodes or
     a quota is held, the failure memos are switched off."""
     snapshot = state.snapshot
     now = snapshot.now
@@ -120,6 +121,7 @@ def drain_sets(state: CycleState, hold_starts: dict[str, float | None] | None = 
     # Schedulable nodes in no drain set yet, in drain-set order (`_Backfill.drain_order`), sorted at the
     # first starving job: most cycles have none.
     undrained: list[NodeState] | None = None
+    order: list[NodeState] = []  # every schedulable node in drain-set order (for holders' lending bound)
     # Gangs (pool, model, pod sizes) that found no prefix: the undrained nodes only shrink, so neither
     # will any later job of the same gang shape in this cycle.
     no_prefix: set[tuple] = set()
@@ -152,7 +154,7 @@ def drain_sets(state: CycleState, hold_starts: dict[str, float | None] | None = 
             held_quotas.add(job.quota)
         gang = (demand.pool, demand.model, tuple(size[1:] for size in demand.order))
         if undrained is None:
-            undrained = backfill.drain_order()
+            undrained = order = backfill.drain_order()
         prefix = [] if gang in no_prefix else _shortest_prefix(demand, [
             n for n in undrained if n.pool == demand.pool and (demand.model is None or n.model == demand.model)])
         # A holder cannot start before its quota has room either: its drain set's planned start is the
@@ -167,8 +169,8 @@ def drain_sets(state: CycleState, hold_starts: dict[str, float | None] | None = 
         else:
             no_prefix.add(gang)
             starving[job.name] = ()
-        if hold is not None and hold_starts is not None:
-            hold_starts[job.name] = backfill.starts.get(job.name)  # None without a drain set: unknown
+        if hold is not None and lend_until is not None:
+            lend_until[job.name] = _lend_until(backfill, demand, quota_start, order) if prefix else None
     for demand, model in nominated:
         state.quotas.release(demand.job.quota, demand.request(model))
         state.quotas.demote(demand.job.quota, demand.request(model))
@@ -266,6 +268,24 @@ def _hold(state: CycleState, demand: Demand) -> Hold | None:
         if state.quotas.could_fit(quota, request) and state.quotas.max_shortfall(quota, request) is None:
             return quota, request
     return None
+
+
+def _lend_until(backfill: _Backfill, demand: Demand, quota_start: float | None,
+                order: Sequence[NodeState]) -> float | None:
+    """Until when the guarantee held for a holder may be lent (§2d backfill on the hold): the later of its
+    quota's planned start and the earliest its gang could have nodes at all — the drain-order prefix of
+    every schedulable node, whatever earlier starving jobs take this cycle. Not its drain set's start:
+    that moves from cycle to cycle with the other starving jobs (a Philly replay's holder saw 58 h, then
+    549 h, then 75 h), and a lent job runs to its own end, so lending against a late start of one cycle
+    pushed the quota's start, and the gang's, later for good. None (lend nothing): unknown."""
+    if quota_start is None:
+        return None
+    nodes = _shortest_prefix(demand, [n for n in order if n.pool == demand.pool
+                                      and (demand.model is None or n.model == demand.model)])
+    if not nodes:
+        return None
+    nodes_free = max(backfill.free_at(n) for n in nodes)
+    return None if nodes_free == math.inf else max(quota_start, nodes_free)
 
 
 def _quota_free_at(state: CycleState, hold: Hold) -> float | None:
