@@ -121,7 +121,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
     started = time.monotonic()
     first_step = step
-    loss = torch.zeros(())
+    loss: torch.Tensor | None = None  # none when this run had no step left to train
     while step < args.steps:
         x, y = batch(args.seed, step, args.batch, weights, device)
         optimizer.zero_grad(set_to_none=True)
@@ -145,7 +145,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     elapsed = time.monotonic() - started
     return {
         "steps": step,
-        "loss": loss.item(),
+        "loss": loss.item() if loss is not None else None,
         "device": device_name(device),
         "steps_this_run": step - first_step,
         "steps_per_s_this_run": round((step - first_step) / elapsed, 1) if elapsed > 0 else None,
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.output).write_text(text)
     else:
         print(text)
-    print(f"done: {result['steps']} steps, loss {result['loss']:.6f}", flush=True)
+    print(f"done: {result['steps']} steps, loss {result['loss']}", flush=True)
     return 0
 
 

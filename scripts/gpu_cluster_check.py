@@ -22,11 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -37,18 +37,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from gpu_node_check import NO_GPUS, CheckFailed, new_check_dir, say  # noqa: E402  (the script beside this one)
+
 from scheduler.node.runtime.gpus import detect_gpus  # noqa: E402
 
 NODE = "gpu-check-node"
 POLL_S = 0.5
-
-
-class CheckFailed(Exception):
-    pass
-
-
-def say(text: str) -> None:
-    print(text, flush=True)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -158,8 +152,8 @@ def training(stack: Stack, steps: int) -> str:
     size = ["--hidden", "64", "--batch", "64", "--step-sleep", "0.02", "--device", "cpu"] if stack.cpu else \
         ["--hidden", "8192", "--batch", "8192", "--device", "cuda"]  # fmt: skip
     output = stack.base / f"result-{steps}.json"
-    return " ".join([sys.executable, str(ROOT / "examples" / "train_cuda.py"), "--steps", str(steps),
-                     "--checkpoint-every", "100", *size, "--output", str(output)])  # fmt: skip
+    return shlex.join([sys.executable, str(ROOT / "examples" / "train_cuda.py"), "--steps", str(steps),
+                       "--checkpoint-every", "100", *size, "--output", str(output)])  # fmt: skip
 
 
 def submit(stack: Stack, name: str, quota: str, idle_mode: str, gpus: int, gpu_type: str, command: str) -> int:
@@ -178,7 +172,7 @@ def check(stack: Stack, timeout: float) -> dict[str, Any]:
     summary: dict[str, Any] = {"dir": str(stack.base)}
     inventory = None if stack.cpu else detect_gpus()
     if inventory is None and not stack.cpu:
-        raise CheckFailed("NVML found no GPUs (python -m scheduler.node.runtime.gpus says why); --cpu checks the rest")
+        raise CheckFailed(NO_GPUS)
     gpu_type, gpus = (inventory.gpu_type, inventory.gpus) if inventory else ("A100", 1)
     stack.manage("migrate", "--no-input", "-v0")
     stack.manage("seed_cluster", "--nodes", "1", "--gpus", str(gpus), "--gpu-type", gpu_type, "--cpu", "4",
@@ -254,12 +248,10 @@ def check(stack: Stack, timeout: float) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="tidepool-cluster-check-"))
-    if base.exists() and any(base.iterdir()):
-        say(f"--dir {base} is not empty: give a new or empty directory")
+    base = new_check_dir(args.dir, "tidepool-cluster-check-")
+    if base is None:
         return 2
-    base.mkdir(parents=True, exist_ok=True)
-    stack = Stack(base.resolve(), args.cpu)
+    stack = Stack(base, args.cpu)
     try:
         summary = check(stack, args.timeout)
     except CheckFailed as failure:

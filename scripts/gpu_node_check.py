@@ -38,6 +38,9 @@ TRAIN = ROOT / "examples" / "train_cuda.py"
 PASSED_THROUGH = ("LD_LIBRARY_PATH",)
 
 
+NO_GPUS = "NVML found no GPUs (python -m scheduler.node.runtime.gpus says why); --cpu checks the rest"
+
+
 class CheckFailed(Exception):
     pass
 
@@ -129,7 +132,7 @@ def check(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     summary: dict[str, Any] = {"dir": str(root), "steps": args.steps}
     inventory = detect_gpus()
     if inventory is None and not args.cpu:
-        raise CheckFailed("NVML found no GPUs (python -m scheduler.node.runtime.gpus says why); --cpu checks the rest")
+        raise CheckFailed(NO_GPUS)
     if inventory is not None:
         say(f"inventory (detect_gpus, as the worker registers it): {json.dumps(inventory.to_dict())}")
         summary["inventory"] = {k: v for k, v in inventory.to_dict().items() if k != "devices"}
@@ -176,7 +179,7 @@ def check(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         say(f"resumed and finished: {json.dumps(summary['resumed'])}")
         if result["steps"] != args.steps or result["steps_this_run"] != args.steps - saved_step:
             raise CheckFailed(f"the resumed run did {result['steps_this_run']} steps, not {args.steps - saved_step}")
-        if not math.isfinite(result["loss"]):
+        if result["loss"] is not None and not math.isfinite(result["loss"]):
             raise CheckFailed(f"the training diverged (loss {result['loss']}): try a smaller --hidden")
         if not args.cpu and (not samples or max(s["utilization_percent"] for s in samples) == 0):
             raise CheckFailed("NVML read no utilisation while the pod trained on the GPU")
@@ -185,13 +188,21 @@ def check(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="tidepool-gpu-check-"))
+def new_check_dir(given: str | None, prefix: str) -> Path | None:
+    """`--dir`, made if need be, or a new temporary directory; None (and why, said) for a directory in use."""
+    root = Path(given) if given else Path(tempfile.mkdtemp(prefix=prefix))
     if root.exists() and any(root.iterdir()):  # an earlier check's progress and checkpoints would be read
         say(f"--dir {root} is not empty: give a new or empty directory (an earlier check's files would be read)")
-        return 2
+        return None
     root.mkdir(parents=True, exist_ok=True)
+    return root.resolve()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    root = new_check_dir(args.dir, "tidepool-gpu-check-")
+    if root is None:
+        return 2
     try:
         summary = check(args, root)
     except CheckFailed as failure:

@@ -56,6 +56,12 @@ def check_summary(summary: dict, pod_dir: Path, tmp_path: Path) -> None:
     resumed_result = json.loads((pod_dir / "result.json").read_text())
     assert resumed_result["weights_sha256"] == json.loads(whole.read_text())["weights_sha256"]
 
+    # Started again with nothing left to train, it trains nothing and claims no loss.
+    again = run(str(TRAIN), "--steps", "400", "--hidden", "64", "--batch", "64", "--device", "cpu",
+                "--checkpoint-dir", str(tmp_path / "whole-ckpt"), "--output", str(whole))  # fmt: skip
+    assert again.returncode == 0 and "resumed from step 400\n" in again.stdout, again.stderr
+    assert json.loads(whole.read_text())["loss"] is None and json.loads(whole.read_text())["steps_this_run"] == 0
+
 
 def test_the_check_refuses_a_directory_an_earlier_check_used(tmp_path: Path) -> None:
     (tmp_path / "attempt-1.progress.json").write_text('{"step": 4000}')
